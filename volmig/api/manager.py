@@ -1,0 +1,112 @@
+"""volmig-api's RPC face: what the block-storage client calls.
+
+API version history:
+
+    1.0 - Initial version: migration_start, migration_cancel,
+          migration_complete, migration_get, migration_list.
+
+The API validates and authorizes, asks the conductor to validate the rules
+and record, then calls or casts to the compute agent on the instance's
+host.
+"""
+
+import oslo_messaging as messaging
+from oslo_log import log as logging
+
+from volmig.api import validation
+from volmig.compute import rpcapi as compute_rpcapi
+from volmig.conductor import rpcapi as conductor_rpcapi
+from volmig import context as volmig_context
+from volmig import exception
+from volmig import policy
+from volmig.policies import volume_migrations as migration_policy
+
+LOG = logging.getLogger(__name__)
+
+TOPIC = 'volmig-api'
+RPC_API_VERSION = '1.0'
+LIST_FILTERS = ('status', 'instance_uuid', 'volume_id', 'host')
+
+expected = messaging.expected_exceptions(exception.VolmigException)
+
+
+class APIManager:
+    target = messaging.Target(version=RPC_API_VERSION)
+
+    def __init__(self, host: str):
+        self.host = host
+        self.conductor = conductor_rpcapi.ConductorAPI()
+        self.compute = compute_rpcapi.ComputeAPI(
+            lambda: self.conductor.service_min_version(
+                volmig_context.get_admin_context(), 'volmig-compute'))
+
+    def service_record(self) -> tuple[str, dict]:
+        return RPC_API_VERSION, {}
+
+    def periodic_tasks(self):
+        return []
+
+    def init_host(self) -> None:
+        pass
+
+    def cleanup_host(self) -> None:
+        pass
+
+    @expected
+    def migration_start(self, ctxt, src_attachment_id):
+        policy.authorize(ctxt, migration_policy.PREFIX % 'start')
+        validation.require_uuid('src_attachment_id', src_attachment_id)
+        begun = self.conductor.migration_begin(ctxt, src_attachment_id)
+        migration = begun['migration']
+        if not begun['created']:
+            return migration
+        try:
+            return self.compute.migration_start(ctxt, migration['host'],
+                                                migration, begun['bdm'])
+        except messaging.MessagingTimeout:
+            reason = exception.ComputeUnavailable(host=migration['host'],
+                                                  action='migration_start')
+            # The agent may have got as far as switching the guest to an
+            # overlay before it went silent.
+            self.conductor.migration_fail(ctxt, migration['id'],
+                                          reason.message,
+                                          recovery_needed=True)
+            raise reason
+
+    @expected
+    def migration_cancel(self, ctxt, src_attachment_id):
+        policy.authorize(ctxt, migration_policy.PREFIX % 'cancel')
+        validation.require_uuid('src_attachment_id', src_attachment_id)
+        accepted = self.conductor.migration_accept_cancel(ctxt,
+                                                          src_attachment_id)
+        migration = accepted['migration']
+        if accepted['send']:
+            self.compute.migration_cancel(ctxt, migration['host'], migration,
+                                          accepted['bdm'])
+        return migration
+
+    @expected
+    def migration_complete(self, ctxt, src_attachment_id, dst_attachment_id):
+        policy.authorize(ctxt, migration_policy.PREFIX % 'complete')
+        validation.require_uuid('src_attachment_id', src_attachment_id)
+        validation.require_uuid('dst_attachment_id', dst_attachment_id)
+        accepted = self.conductor.migration_accept_complete(
+            ctxt, src_attachment_id, dst_attachment_id)
+        migration = accepted['migration']
+        if accepted['send']:
+            self.compute.migration_complete(
+                ctxt, migration['host'], migration, accepted['bdm'],
+                accepted['dst_connection_info'])
+        return migration
+
+    @expected
+    def migration_get(self, ctxt, migration_ref):
+        policy.authorize(ctxt, migration_policy.PREFIX % 'show')
+        validation.require_uuid('migration_ref', migration_ref)
+        return self.conductor.migration_get(ctxt, migration_ref)
+
+    @expected
+    def migration_list(self, ctxt, filters):
+        policy.authorize(ctxt, migration_policy.PREFIX % 'show')
+        validation.require_filters(filters, LIST_FILTERS)
+        return self.conductor.migration_list(ctxt, filters)

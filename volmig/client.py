@@ -1,0 +1,101 @@
+"""The block-storage service's client for volmig (public, semver).
+
+A block-storage service (Cinder, or volmig-volume) drives a migration of
+an attached volume with it::
+
+    client = MigrationClient()
+    migration = client.start(ctxt, src_attachment_id)   # src is frozen
+    ...copy src to dst...
+    client.complete(ctxt, src_attachment_id, dst_attachment_id)
+    # or, on failure: client.cancel(ctxt, src_attachment_id)
+
+The caller needs the ``service`` role. Refusals raise the typed errors of
+``volmig.exception``.
+"""
+
+import time
+
+from volmig import exception
+from volmig import rpc
+from volmig import states
+
+__version__ = '1.0.0'
+
+TOPIC = 'volmig-api'
+RPC_API_VERSION = '1.0'
+# From these on, the caller may remove src.
+SRC_RELEASED_OR_LATER = frozenset({states.SRC_RELEASED, states.COMMITTING,
+                                   states.COMPLETED})
+
+
+class MigrationClient:
+
+    def __init__(self, timeout: int | None = None,
+                 poll_interval: float = 0.2):
+        self._client = rpc.get_client(TOPIC, RPC_API_VERSION,
+                                      timeout=timeout)
+        self._poll_interval = poll_interval
+
+    def _call(self, ctxt, method, **kwargs):
+        return self._client.prepare(version='1.0').call(ctxt, method,
+                                                        **kwargs)
+
+    def start(self, ctxt, src_attachment_id: str) -> dict:
+        """Stop every write to src; returns the started migration."""
+        return self._call(ctxt, 'migration_start',
+                          src_attachment_id=src_attachment_id)
+
+    def cancel(self, ctxt, src_attachment_id: str) -> dict:
+        """Send the guest back to src; returns once accepted.
+
+        The overlay is merged back into src asynchronously; ``wait_for``
+        the status ``cancelled`` to see the end of it.
+        """
+        return self._call(ctxt, 'migration_cancel',
+                          src_attachment_id=src_attachment_id)
+
+    def complete(self, ctxt, src_attachment_id: str, dst_attachment_id: str,
+                 wait: bool = True, timeout: float = 300) -> dict:
+        """Switch the guest to dst, which must be a copy of src at start.
+
+        With ``wait`` (the default) it returns when src may be removed;
+        the commit into dst goes on as a tracked job.
+        """
+        migration = self._call(ctxt, 'migration_complete',
+                               src_attachment_id=src_attachment_id,
+                               dst_attachment_id=dst_attachment_id)
+        if not wait:
+            return migration
+        return self.wait_for(ctxt, migration['id'], SRC_RELEASED_OR_LATER,
+                             timeout)
+
+    def get(self, ctxt, migration_ref: str) -> dict:
+        """By migration id, or the latest migration of a src attachment."""
+        return self._call(ctxt, 'migration_get', migration_ref=migration_ref)
+
+    def list(self, ctxt, **filters) -> list[dict]:
+        """Filters: status, instance_uuid, volume_id, host."""
+        return self._call(ctxt, 'migration_list', filters=filters)
+
+    def wait_for(self, ctxt, migration_id: str, statuses,
+                 timeout: float = 300) -> dict:
+        """Poll until the migration reaches one of ``statuses``.
+
+        Raises MigrationFailed if it ends in error, or in another
+        terminal status first.
+        """
+        wanted = frozenset([statuses] if isinstance(statuses, str)
+                           else statuses)
+        deadline = time.monotonic() + timeout
+        while True:
+            migration = self.get(ctxt, migration_id)
+            if migration['status'] in wanted:
+                return migration
+            if (migration['status'] in states.TERMINAL
+                    or time.monotonic() > deadline):
+                raise exception.MigrationFailed(
+                    migration_id=migration_id,
+                    reason=migration['error_reason'] or
+                    'it is %s, not %s' % (migration['status'],
+                                          ' or '.join(sorted(wanted))))
+            time.sleep(self._poll_interval)

@@ -1,0 +1,33 @@
+"""volmig-all-in-one: the embedded default in one process."""
+
+import sys
+
+from oslo_config import cfg
+
+from volmig import config
+from volmig.conf import CONF
+from volmig import embedded
+from volmig import service
+
+cli_opts = [
+    cfg.StrOpt('state-dir', required=True,
+               help='Directory for the database and all other state.'),
+    cfg.IntOpt('computes', default=1, min=1,
+               help='How many compute agents to run (hosts compute-1..N).'),
+    cfg.StrOpt('driver', default='fake', choices=['fake', 'qemu'],
+               help='Compute driver of the agents.'),
+    cfg.StrOpt('transport-url', dest='aio_transport_url', default='fake://',
+               help='RPC transport; fake:// keeps everything in process, a '
+                    'rabbit:// URL lets other processes use volmig.client.'),
+]
+
+
+def main() -> None:
+    CONF.register_cli_opts(cli_opts)
+    config.parse_args(sys.argv[1:])
+    embedded.configure(CONF.state_dir, CONF.driver, CONF.aio_transport_url)
+    group = embedded.build(CONF.computes)
+    print('volmig all-in-one: transport %s, state in %s, compute hosts %s'
+          % (CONF.aio_transport_url, CONF.state_path,
+             ', '.join(embedded.compute_hosts(CONF.computes))), flush=True)
+    service.serve(group)

@@ -1,0 +1,11 @@
+"""volmig-conductor: rules, state and healing, between the agents and the database."""
+
+import sys
+
+from volmig import config
+from volmig import service
+
+
+def main() -> None:
+    config.parse_args(sys.argv[1:])
+    service.serve(service.Service(service.CONDUCTOR))

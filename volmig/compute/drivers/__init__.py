@@ -1,0 +1,13 @@
+"""Compute drivers, loaded by name from ``[compute] driver``."""
+
+from stevedore import driver
+
+from volmig.compute.drivers import base
+from volmig.conf import CONF
+
+
+def load_driver(conf=CONF) -> base.ComputeDriver:
+    manager = driver.DriverManager('volmig.compute.drivers',
+                                   conf.compute.driver, invoke_on_load=True,
+                                   invoke_args=(conf,))
+    return manager.driver

@@ -1,0 +1,104 @@
+"""The interface between the compute agent and a hypervisor.
+
+Instances and block device mappings are passed as the dicts the conductor
+records. Methods that run long return a ``Job`` the agent polls.
+"""
+
+import abc
+import dataclasses
+
+# Capability names (DESIGN section 6).
+LIVE_VOLUME_MIGRATION = 'live_volume_migration'
+MULTIATTACH = 'multiattach'
+READONLY_ATTACH = 'readonly_attach'
+
+
+@dataclasses.dataclass(frozen=True)
+class JobProgress:
+    bytes_done: int
+    bytes_total: int
+    finished: bool
+
+
+class Job(abc.ABC):
+    """A long driver operation, such as a block-commit."""
+
+    @abc.abstractmethod
+    def poll(self) -> JobProgress:
+        """Advance or inspect the job; never blocks for long."""
+
+
+class FinishedJob(Job):
+    """A job with nothing to do, for drivers without a data path."""
+
+    def poll(self) -> JobProgress:
+        return JobProgress(0, 0, True)
+
+
+class ComputeDriver(abc.ABC):
+
+    def __init__(self, conf):
+        self.conf = conf
+
+    @property
+    @abc.abstractmethod
+    def capabilities(self) -> dict:
+        """The capability flags, reported in the service record."""
+
+    def init_host(self, host: str) -> None:
+        """Find the guests that outlived a restart of the agent."""
+
+    def cleanup_host(self) -> None:
+        """Release what the driver holds; guests keep running."""
+
+    @abc.abstractmethod
+    def spawn(self, instance: dict, block_devices: list[dict]) -> None:
+        """Create and start a guest with its volumes."""
+
+    @abc.abstractmethod
+    def destroy(self, instance: dict) -> None:
+        """Stop and remove a guest."""
+
+    @abc.abstractmethod
+    def power_off(self, instance: dict) -> None:
+        """Shut the guest off."""
+
+    @abc.abstractmethod
+    def power_on(self, instance: dict, block_devices: list[dict]) -> None:
+        """Start a shut-off guest on its current volumes."""
+
+    @abc.abstractmethod
+    def get_power_state(self, instance: dict) -> str:
+        """One of the POWER_* states."""
+
+    @abc.abstractmethod
+    def attach_volume(self, instance: dict, bdm: dict) -> None:
+        """Attach a volume, read-only when bdm's attach_mode is "ro"."""
+
+    @abc.abstractmethod
+    def detach_volume(self, instance: dict, bdm: dict) -> None:
+        """Detach a volume."""
+
+    @abc.abstractmethod
+    def migration_start(self, instance: dict, bdm: dict,
+                        migration: dict) -> None:
+        """Stop all writes to the source.
+
+        Live: guest writes go to a host-local overlay from now on.
+        Offline: the guest is shut off; it is only locked.
+        """
+
+    @abc.abstractmethod
+    def migration_cancel(self, instance: dict, bdm: dict,
+                         migration: dict) -> Job:
+        """Send guest writes back to src; the job merges the overlay."""
+
+    @abc.abstractmethod
+    def migration_switch(self, instance: dict, bdm: dict, migration: dict,
+                         dst_connection_info: dict) -> None:
+        """Put the guest on dst; when it returns src is released."""
+
+    @abc.abstractmethod
+    def migration_commit(self, instance: dict, bdm: dict,
+                         migration: dict) -> Job:
+        """Merge the overlay into dst, then drop it."""

@@ -1,0 +1,200 @@
+"""Server side of the compute agent's RPC API.
+
+Methods mirror ``rpcapi`` one to one. Work on one instance is serialized
+by a per-instance lock; outcomes are reported to the conductor, which
+records them.
+"""
+
+import functools
+
+import oslo_messaging as messaging
+from oslo_concurrency import lockutils
+from oslo_log import log as logging
+
+from volmig.compute import drivers
+from volmig.compute import jobs
+from volmig.compute import rpcapi
+from volmig.conductor import rpcapi as conductor_rpcapi
+from volmig.conf import CONF
+from volmig import exception
+from volmig import states
+
+LOG = logging.getLogger(__name__)
+
+expected = messaging.expected_exceptions(exception.VolmigException)
+
+
+def locked_instance(method):
+    """Serialize a method on the instance (or migration's instance)."""
+
+    @functools.wraps(method)
+    def wrapper(self, ctxt, **kwargs):
+        target = kwargs.get('instance') or kwargs['migration']
+        uuid = target.get('instance_uuid') or target['uuid']
+        with lockutils.lock('instance-%s' % uuid):
+            return method(self, ctxt, **kwargs)
+    return wrapper
+
+
+class ComputeManager:
+    target = messaging.Target(version=rpcapi.RPC_API_VERSION)
+
+    def __init__(self, host: str):
+        self.host = host
+        self.driver = drivers.load_driver()
+        self.conductor = conductor_rpcapi.ConductorAPI()
+        self.jobs = jobs.JobRunner(CONF.compute.job_workers,
+                                   CONF.compute.job_poll_interval)
+
+    # Service plumbing.
+
+    def service_record(self) -> tuple[str, dict]:
+        version = CONF.compute.announced_rpc_version or rpcapi.RPC_API_VERSION
+        return version, self.driver.capabilities
+
+    def periodic_tasks(self):
+        return []
+
+    def init_host(self) -> None:
+        self.driver.init_host(self.host)
+
+    def cleanup_host(self) -> None:
+        self.jobs.stop()
+        self.driver.cleanup_host()
+
+    # Instances.
+
+    @expected
+    @locked_instance
+    def build_instance(self, ctxt, instance, block_devices):
+        try:
+            self.driver.spawn(instance, block_devices)
+        except Exception as exc:
+            LOG.exception('Build failed', instance=instance)
+            self.conductor.instance_update(ctxt, instance['uuid'], {
+                'vm_state': states.VM_ERROR, 'task_state': None})
+            raise exception.DriverError(action='build', reason=exc)
+        self.conductor.instance_built(ctxt, instance['uuid'],
+                                      self.driver.get_power_state(instance))
+
+    @expected
+    @locked_instance
+    def terminate_instance(self, ctxt, instance):
+        self.driver.destroy(instance)
+        self.conductor.instance_terminated(ctxt, instance['uuid'])
+
+    def _power_change(self, ctxt, instance, change, vm_state):
+        try:
+            change()
+        finally:
+            self.conductor.instance_update(ctxt, instance['uuid'], {
+                'power_state': self.driver.get_power_state(instance),
+                'vm_state': vm_state, 'task_state': None})
+
+    @expected
+    @locked_instance
+    def stop_instance(self, ctxt, instance):
+        self._power_change(ctxt, instance,
+                           lambda: self.driver.power_off(instance),
+                           states.VM_STOPPED)
+
+    @expected
+    @locked_instance
+    def start_instance(self, ctxt, instance, block_devices):
+        self._power_change(
+            ctxt, instance,
+            lambda: self.driver.power_on(instance, block_devices),
+            states.VM_ACTIVE)
+
+    @expected
+    @locked_instance
+    def attach_volume(self, ctxt, instance, bdm, attach_mode='rw'):
+        # A 1.0 caller sends no attach_mode; it only knows read/write.
+        self.driver.attach_volume(instance, dict(bdm,
+                                                 attach_mode=attach_mode))
+
+    @expected
+    @locked_instance
+    def detach_volume(self, ctxt, instance, bdm):
+        self.driver.detach_volume(instance, bdm)
+        self.conductor.volume_detached(ctxt, instance['uuid'],
+                                       bdm['volume_id'])
+
+    # Volume migrations.
+
+    def _instance(self, migration):
+        return {'uuid': migration['instance_uuid'], 'host': self.host}
+
+    def _fail(self, ctxt, migration, exc, recovery_needed):
+        self.conductor.migration_fail(ctxt, migration['id'], str(exc),
+                                      recovery_needed)
+
+    @expected
+    @locked_instance
+    def migration_start(self, ctxt, migration, bdm):
+        LOG.info('Starting volume migration %s', migration['id'],
+                 instance_uuid=migration['instance_uuid'])
+        self.conductor.migration_set_status(ctxt, migration['id'],
+                                            states.STARTING)
+        try:
+            self.driver.migration_start(self._instance(migration), bdm,
+                                        migration)
+        except Exception as exc:
+            # The driver undoes a failed start, so the guest is on src.
+            self._fail(ctxt, migration, exc, recovery_needed=False)
+            raise
+        return self.conductor.migration_set_status(ctxt, migration['id'],
+                                                   states.STARTED)
+
+    @expected
+    @locked_instance
+    def migration_cancel(self, ctxt, migration, bdm):
+        LOG.info('Cancelling volume migration %s', migration['id'],
+                 instance_uuid=migration['instance_uuid'])
+        try:
+            job = self.driver.migration_cancel(self._instance(migration),
+                                               bdm, migration)
+        except Exception as exc:
+            self._fail(ctxt, migration, exc, recovery_needed=True)
+            raise
+        self._run_job(ctxt, migration, job, states.CANCELLED)
+
+    @expected
+    @locked_instance
+    def migration_complete(self, ctxt, migration, bdm, dst_connection_info):
+        LOG.info('Completing volume migration %s', migration['id'],
+                 instance_uuid=migration['instance_uuid'])
+        instance = self._instance(migration)
+        try:
+            self.driver.migration_switch(instance, bdm, migration,
+                                         dst_connection_info)
+        except Exception as exc:
+            # The driver checks dst before switching; a refusal leaves the
+            # guest on src.
+            self._fail(ctxt, migration, exc, recovery_needed=False)
+            raise
+        self.conductor.migration_set_status(ctxt, migration['id'],
+                                            states.SRC_RELEASED)
+        self.conductor.migration_set_status(ctxt, migration['id'],
+                                            states.COMMITTING)
+        try:
+            job = self.driver.migration_commit(instance, bdm, migration)
+        except Exception as exc:
+            self._fail(ctxt, migration, exc, recovery_needed=True)
+            raise
+        self._run_job(ctxt, migration, job, states.COMPLETED)
+
+    def _run_job(self, ctxt, migration, job, final_status):
+        def report(progress):
+            if progress.bytes_total:
+                self.conductor.migration_report_progress(
+                    ctxt, migration['id'], progress.bytes_done,
+                    progress.bytes_total)
+            if progress.finished:
+                self.conductor.migration_set_status(ctxt, migration['id'],
+                                                    final_status)
+
+        def on_error(exc):
+            self._fail(ctxt, migration, exc, recovery_needed=True)
+
+        self.jobs.submit(migration['id'], job, report, on_error)

@@ -1,0 +1,137 @@
+"""Client side of the compute agent's RPC API.
+
+API version history:
+
+    1.0 - Initial version: build_instance, terminate_instance,
+          stop_instance, start_instance, attach_volume, detach_volume,
+          migration_start, migration_cancel, migration_complete.
+    1.1 - attach_volume takes attach_mode, and build_instance honours each
+          block device's attach_mode: "ro" attaches read-only. A 1.0 agent
+          would attach read/write, so "ro" is never sent to one.
+"""
+
+from collections.abc import Callable
+
+from oslo_log import log as logging
+from oslo_utils import versionutils
+
+from volmig.conf import CONF
+from volmig import exception
+from volmig import rpc
+
+LOG = logging.getLogger(__name__)
+
+TOPIC = 'volmig-compute'
+RPC_API_VERSION = '1.1'
+READONLY_ATTACH_VERSION = '1.1'
+
+# Release names an operator may put in [upgrade_levels] compute.
+VERSION_ALIASES = {
+    '2026.1': '1.0',
+    '2026.2': '1.1',
+}
+
+
+def _cap_from_config(min_version_lookup: Callable[[], str | None]):
+    cap = CONF.upgrade_levels.compute
+    if cap == 'auto':
+        return min_version_lookup()
+    return VERSION_ALIASES.get(cap, cap)
+
+
+class ComputeAPI:
+    """Casts and calls to the compute agent on one host.
+
+    ``min_version_lookup`` returns the lowest version announced by the
+    registered compute agents (or None if none is registered yet); it is
+    used when ``[upgrade_levels] compute = auto``.
+    """
+
+    def __init__(self, min_version_lookup: Callable[[], str | None]):
+        self._min_version_lookup = min_version_lookup
+        self._client = None
+
+    @property
+    def client(self):
+        if self._client is None:
+            cap = _cap_from_config(self._min_version_lookup)
+            if cap is None:
+                # No agent registered yet: do not pin a guess; look again
+                # next time.
+                return rpc.get_client(TOPIC, RPC_API_VERSION,
+                                      version_cap=RPC_API_VERSION)
+            LOG.info('Compute RPC version cap is %s', cap)
+            self._client = rpc.get_client(TOPIC, RPC_API_VERSION,
+                                          version_cap=cap)
+        return self._client
+
+    def can_send_version(self, version: str,
+                         host_version: str | None = None) -> bool:
+        """Whether the cap, and the target agent if known, accept version."""
+        if not self.client.can_send_version(version):
+            return False
+        return host_version is None or versionutils.is_compatible(
+            version, host_version, same_major=True)
+
+    def _prepare(self, host: str, version: str, timeout: int | None = None):
+        return self.client.prepare(server=host, version=version,
+                                   timeout=timeout)
+
+    def _readonly_version(self, host: str, host_version: str | None,
+                          modes) -> str:
+        """The version to send, refusing "ro" to an agent that lacks it."""
+        if self.can_send_version(READONLY_ATTACH_VERSION, host_version):
+            return READONLY_ATTACH_VERSION
+        if 'ro' in modes:
+            raise exception.ComputeTooOld(host=host,
+                                          feature='read-only attachments',
+                                          needed=READONLY_ATTACH_VERSION)
+        return '1.0'
+
+    def build_instance(self, ctxt, host, instance, block_devices,
+                       host_version=None):
+        version = self._readonly_version(
+            host, host_version, [bdm['attach_mode'] for bdm in block_devices])
+        self._prepare(host, version).cast(
+            ctxt, 'build_instance', instance=instance,
+            block_devices=block_devices)
+
+    def terminate_instance(self, ctxt, host, instance):
+        self._prepare(host, '1.0').cast(ctxt, 'terminate_instance',
+                                        instance=instance)
+
+    def stop_instance(self, ctxt, host, instance):
+        self._prepare(host, '1.0').cast(ctxt, 'stop_instance',
+                                        instance=instance)
+
+    def start_instance(self, ctxt, host, instance, block_devices):
+        self._prepare(host, '1.0').cast(ctxt, 'start_instance',
+                                        instance=instance,
+                                        block_devices=block_devices)
+
+    def attach_volume(self, ctxt, host, instance, bdm, host_version=None):
+        version = self._readonly_version(host, host_version,
+                                         [bdm['attach_mode']])
+        kwargs = {'instance': instance, 'bdm': bdm}
+        if version == READONLY_ATTACH_VERSION:
+            kwargs['attach_mode'] = bdm['attach_mode']
+        return self._prepare(host, version).call(ctxt, 'attach_volume',
+                                                 **kwargs)
+
+    def detach_volume(self, ctxt, host, instance, bdm):
+        self._prepare(host, '1.0').cast(ctxt, 'detach_volume',
+                                        instance=instance, bdm=bdm)
+
+    def migration_start(self, ctxt, host, migration, bdm):
+        return self._prepare(host, '1.0').call(
+            ctxt, 'migration_start', migration=migration, bdm=bdm)
+
+    def migration_cancel(self, ctxt, host, migration, bdm):
+        self._prepare(host, '1.0').cast(ctxt, 'migration_cancel',
+                                        migration=migration, bdm=bdm)
+
+    def migration_complete(self, ctxt, host, migration, bdm,
+                           dst_connection_info):
+        self._prepare(host, '1.0').cast(
+            ctxt, 'migration_complete', migration=migration, bdm=bdm,
+            dst_connection_info=dst_connection_info)

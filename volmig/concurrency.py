@@ -1,0 +1,41 @@
+"""Chooses the concurrency backend before anything else is imported.
+
+Threads are the default. eventlet lives only in ``concurrency_eventlet``,
+which is imported when an operator opts in, so deleting that module
+removes eventlet support and nothing else.
+"""
+
+import argparse
+import importlib
+
+from oslo_config import cfg
+from oslo_service import backend
+
+from volmig.conf import default
+
+
+def configured_backend(argv: list[str]) -> str:
+    """Read ``[DEFAULT] concurrency_backend`` from the config files in argv.
+
+    A private ConfigOpts is used because the real one is parsed only after
+    the backend has been chosen.
+    """
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument('--config-file', action='append')
+    parser.add_argument('--config-dir', action='append')
+    known, _ = parser.parse_known_args(argv)
+    conf = cfg.ConfigOpts()
+    conf.register_opts(default.concurrency_opts)
+    conf(args=[], project='volmig',
+         default_config_files=known.config_file,
+         default_config_dirs=known.config_dir)
+    return conf.concurrency_backend
+
+
+def select_backend(argv: list[str]) -> str:
+    name = configured_backend(argv)
+    if name == 'eventlet':
+        importlib.import_module('volmig.concurrency_eventlet').activate()
+    else:
+        backend.init_backend(backend.BackendType.THREADING)
+    return name

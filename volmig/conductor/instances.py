@@ -1,0 +1,236 @@
+"""The conductor's side of servers and their volume attachments.
+
+Requests are validated by ``rules``, recorded, and then sent to the
+compute agent on the instance's host. Whatever was created before a
+failure is undone, so a refusal leaves nothing half-done.
+"""
+
+from oslo_log import log as logging
+from oslo_utils import timeutils
+from oslo_utils import uuidutils
+
+from volmig.compute import rpcapi as compute_rpcapi
+from volmig.conductor import rules
+from volmig.conf import CONF
+from volmig.db import api as db
+from volmig import exception
+from volmig import states
+
+LOG = logging.getLogger(__name__)
+
+COMPUTE_BINARY = 'volmig-compute'
+
+
+def service_is_up(service: dict) -> bool:
+    age = timeutils.delta_seconds(service['last_seen_at'],
+                                  timeutils.utcnow())
+    return age <= CONF.service_down_time
+
+
+def _device_name(index: int) -> str:
+    return '/dev/vd' + chr(ord('a') + index)
+
+
+class InstanceConductor:
+
+    def __init__(self, volume_api, compute_api: compute_rpcapi.ComputeAPI):
+        self.volume_api = volume_api
+        self.compute_api = compute_api
+
+    # Reads.
+
+    def get(self, ctxt, instance_uuid: str) -> dict:
+        instance = db.instance_get(ctxt, instance_uuid)
+        instance['block_devices'] = db.bdm_get_all(
+            ctxt, instance_uuid=instance_uuid)
+        return instance
+
+    def get_all(self, ctxt) -> list[dict]:
+        project_id = None if ctxt.is_admin else ctxt.project_id
+        return db.instance_get_all(ctxt, project_id=project_id)
+
+    # Placement.
+
+    def _choose_host(self, ctxt, host: str | None) -> dict:
+        if host:
+            service = db.service_get(ctxt, COMPUTE_BINARY, host)
+            if not service_is_up(service):
+                raise exception.NoValidHost(
+                    reason='the agent on host %s is down' % host)
+            return service
+        candidates = [s for s in db.service_get_all(ctxt, COMPUTE_BINARY)
+                      if service_is_up(s)]
+        if not candidates:
+            raise exception.NoValidHost(reason='no compute agent is up')
+        load = {s['host']: 0 for s in candidates}
+        for instance in db.instance_get_all(ctxt):
+            if instance['host'] in load:
+                load[instance['host']] += 1
+        return min(candidates, key=lambda s: (load[s['host']], s['host']))
+
+    def _check_readonly(self, service: dict, modes) -> None:
+        rules.check_compute_supports(
+            service['host'],
+            self.compute_api.can_send_version(
+                compute_rpcapi.READONLY_ATTACH_VERSION, service['version']),
+            'ro' if 'ro' in modes else 'rw')
+
+    def _attach_records(self, ctxt, instance: dict, volume_id: str,
+                        attach_mode: str, index: int,
+                        boot_index: int | None) -> dict:
+        attachment = self.volume_api.attachment_create(
+            ctxt, volume_id, instance['uuid'], attach_mode)
+        try:
+            attachment = self.volume_api.attachment_update(
+                ctxt, attachment['id'],
+                {'host': instance['host'], 'mode': attach_mode})
+            return db.bdm_create(ctxt, {
+                'instance_uuid': instance['uuid'], 'volume_id': volume_id,
+                'attachment_id': attachment['id'],
+                'attach_mode': attach_mode,
+                'device_name': _device_name(index),
+                'boot_index': boot_index,
+                'connection_info': attachment['connection_info']})
+        except Exception:
+            self.volume_api.attachment_delete(ctxt, attachment['id'])
+            raise
+
+    def _discard(self, ctxt, instance_uuid: str) -> None:
+        for bdm in db.bdm_get_all(ctxt, instance_uuid=instance_uuid):
+            self.volume_api.attachment_delete(ctxt, bdm['attachment_id'])
+        db.instance_destroy(ctxt, instance_uuid)
+
+    # Servers.
+
+    def build(self, ctxt, name: str, block_devices: list[dict], count: int,
+              host: str | None) -> list[dict]:
+        for block_device in block_devices:
+            rules.check_block_device(block_device)
+        volumes = [self.volume_api.get_volume(ctxt, bd['volume_id'])
+                   for bd in block_devices]
+        rules.check_multi_create(count, volumes)
+        for volume in volumes:
+            rules.check_can_attach(volume, db.migration_get_all(
+                ctxt, status=states.IN_PROGRESS, volume_id=volume['id']))
+        modes = [bd.get('attach_mode', 'rw') for bd in block_devices]
+        service = self._choose_host(ctxt, host)
+        self._check_readonly(service, modes)
+
+        built = []
+        try:
+            for number in range(count):
+                instance = db.instance_create(ctxt, {
+                    'uuid': uuidutils.generate_uuid(),
+                    'name': name if count == 1 else '%s-%d' % (name,
+                                                               number + 1),
+                    'project_id': ctxt.project_id, 'user_id': ctxt.user_id,
+                    'host': service['host'], 'vm_state': states.VM_BUILDING,
+                    'power_state': states.POWER_NOSTATE})
+                built.append(instance)
+                instance['block_devices'] = [
+                    self._attach_records(ctxt, instance, bd['volume_id'],
+                                         mode, index, bd.get('boot_index'))
+                    for index, (bd, mode) in enumerate(zip(block_devices,
+                                                           modes))]
+        except Exception:
+            for instance in built:
+                self._discard(ctxt, instance['uuid'])
+            raise
+        for instance in built:
+            self.compute_api.build_instance(
+                ctxt, service['host'], instance, instance['block_devices'],
+                host_version=service['version'])
+        LOG.info('Building %(count)d server(s) %(name)s on %(host)s',
+                 {'count': count, 'name': name, 'host': service['host']})
+        return built
+
+    def built(self, ctxt, instance_uuid: str, power_state: str) -> dict:
+        for bdm in db.bdm_get_all(ctxt, instance_uuid=instance_uuid):
+            self.volume_api.attachment_complete(ctxt, bdm['attachment_id'])
+        return db.instance_update(ctxt, instance_uuid, {
+            'vm_state': states.VM_ACTIVE, 'power_state': power_state})
+
+    def _begin_task(self, ctxt, instance_uuid: str, action: str,
+                    task_state: str) -> dict:
+        instance = db.instance_get(ctxt, instance_uuid)
+        rules.check_instance_idle(instance, action)
+        try:
+            return db.instance_update(ctxt, instance_uuid,
+                                      {'task_state': task_state},
+                                      expected_task_state=None)
+        except exception.InstanceInvalidState as exc:
+            raise exception.InstanceInvalidState(
+                action=action, instance_uuid=instance_uuid,
+                task_state=exc.kwargs['task_state'])
+
+    def stop(self, ctxt, instance_uuid: str) -> dict:
+        instance = self._begin_task(ctxt, instance_uuid, 'stop',
+                                    states.TASK_POWERING_OFF)
+        self.compute_api.stop_instance(ctxt, instance['host'], instance)
+        return instance
+
+    def start(self, ctxt, instance_uuid: str) -> dict:
+        instance = self._begin_task(ctxt, instance_uuid, 'start',
+                                    states.TASK_POWERING_ON)
+        self.compute_api.start_instance(
+            ctxt, instance['host'], instance,
+            db.bdm_get_all(ctxt, instance_uuid=instance_uuid))
+        return instance
+
+    def delete(self, ctxt, instance_uuid: str) -> dict:
+        instance = self._begin_task(ctxt, instance_uuid, 'delete',
+                                    states.TASK_DELETING)
+        self.compute_api.terminate_instance(ctxt, instance['host'], instance)
+        return instance
+
+    def terminated(self, ctxt, instance_uuid: str) -> None:
+        self._discard(ctxt, instance_uuid)
+
+    # Attachments.
+
+    def attach_volume(self, ctxt, instance_uuid: str, volume_id: str,
+                      attach_mode: str) -> dict:
+        rules.check_attach_mode(attach_mode)
+        instance = db.instance_get(ctxt, instance_uuid)
+        volume = self.volume_api.get_volume(ctxt, volume_id)
+        if any(a['instance_uuid'] == instance_uuid
+               for a in volume['attachments']):
+            raise exception.Invalid(reason='volume %s is already attached '
+                                    'to server %s' % (volume_id,
+                                                      instance_uuid))
+        rules.check_can_attach(volume, db.migration_get_all(
+            ctxt, status=states.IN_PROGRESS, volume_id=volume_id))
+        service = db.service_get(ctxt, COMPUTE_BINARY, instance['host'])
+        self._check_readonly(service, [attach_mode])
+        instance = self._begin_task(ctxt, instance_uuid, 'attach a volume to',
+                                    states.TASK_ATTACHING)
+        try:
+            index = len(db.bdm_get_all(ctxt, instance_uuid=instance_uuid))
+            bdm = self._attach_records(ctxt, instance, volume_id, attach_mode,
+                                       index, None)
+            try:
+                self.compute_api.attach_volume(
+                    ctxt, instance['host'], instance, bdm,
+                    host_version=service['version'])
+            except Exception:
+                db.bdm_destroy(ctxt, bdm['id'])
+                self.volume_api.attachment_delete(ctxt, bdm['attachment_id'])
+                raise
+            self.volume_api.attachment_complete(ctxt, bdm['attachment_id'])
+        finally:
+            db.instance_update(ctxt, instance_uuid, {'task_state': None})
+        return bdm
+
+    def detach_volume(self, ctxt, instance_uuid: str, volume_id: str) -> None:
+        bdm = db.bdm_get_by_volume(ctxt, instance_uuid, volume_id)
+        instance = self._begin_task(ctxt, instance_uuid,
+                                    'detach a volume from',
+                                    states.TASK_DETACHING)
+        self.compute_api.detach_volume(ctxt, instance['host'], instance, bdm)
+
+    def volume_detached(self, ctxt, instance_uuid: str,
+                        volume_id: str) -> None:
+        bdm = db.bdm_get_by_volume(ctxt, instance_uuid, volume_id)
+        self.volume_api.attachment_delete(ctxt, bdm['attachment_id'])
+        db.bdm_destroy(ctxt, bdm['id'])
+        db.instance_update(ctxt, instance_uuid, {'task_state': None})

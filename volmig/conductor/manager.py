@@ -1,0 +1,160 @@
+"""Server side of the conductor's RPC API; a thin layer over the
+conductor's modules. Methods mirror ``rpcapi`` one to one."""
+
+import oslo_messaging as messaging
+from oslo_log import log as logging
+from oslo_utils import versionutils
+
+from volmig.compute import rpcapi as compute_rpcapi
+from volmig.conductor import healer
+from volmig.conductor import instances
+from volmig.conductor import migrations
+from volmig.conductor import rpcapi
+from volmig.conf import CONF
+from volmig import context as volmig_context
+from volmig.db import api as db
+from volmig import exception
+from volmig import volume
+
+LOG = logging.getLogger(__name__)
+
+expected = messaging.expected_exceptions(exception.VolmigException)
+
+
+def min_service_version(ctxt, binary: str) -> str | None:
+    versions = [service['version']
+                for service in db.service_get_all(ctxt, binary)]
+    if not versions:
+        return None
+    return min(versions, key=versionutils.convert_version_to_tuple)
+
+
+class ConductorManager:
+    target = messaging.Target(version=rpcapi.RPC_API_VERSION)
+
+    def __init__(self, host: str):
+        self.host = host
+        volume_api = volume.get_adapter()
+        compute_api = compute_rpcapi.ComputeAPI(
+            lambda: min_service_version(volmig_context.get_admin_context(),
+                                        instances.COMPUTE_BINARY))
+        self.instances = instances.InstanceConductor(volume_api, compute_api)
+        self.migrations = migrations.MigrationConductor(volume_api)
+        self.healer = healer.Healer(self.migrations)
+
+    # Service plumbing.
+
+    def service_record(self) -> tuple[str, dict]:
+        return rpcapi.RPC_API_VERSION, {}
+
+    def periodic_tasks(self):
+        return [(CONF.conductor.heal_interval, self.heal)]
+
+    def heal(self) -> None:
+        self.healer.run(volmig_context.get_admin_context())
+
+    def init_host(self) -> None:
+        pass
+
+    def cleanup_host(self) -> None:
+        pass
+
+    @expected
+    def service_update(self, ctxt, binary, host, topic, version,
+                       capabilities):
+        return db.service_update(ctxt, binary, host, topic, version,
+                                 capabilities)
+
+    @expected
+    def service_min_version(self, ctxt, binary):
+        return min_service_version(ctxt, binary)
+
+    # Instances.
+
+    @expected
+    def build_instances(self, ctxt, name, block_devices, count, host):
+        return self.instances.build(ctxt, name, block_devices, count, host)
+
+    @expected
+    def instance_get(self, ctxt, instance_uuid):
+        return self.instances.get(ctxt, instance_uuid)
+
+    @expected
+    def instance_list(self, ctxt):
+        return self.instances.get_all(ctxt)
+
+    @expected
+    def stop_instance(self, ctxt, instance_uuid):
+        return self.instances.stop(ctxt, instance_uuid)
+
+    @expected
+    def start_instance(self, ctxt, instance_uuid):
+        return self.instances.start(ctxt, instance_uuid)
+
+    @expected
+    def delete_instance(self, ctxt, instance_uuid):
+        return self.instances.delete(ctxt, instance_uuid)
+
+    @expected
+    def attach_volume(self, ctxt, instance_uuid, volume_id, attach_mode):
+        return self.instances.attach_volume(ctxt, instance_uuid, volume_id,
+                                            attach_mode)
+
+    @expected
+    def detach_volume(self, ctxt, instance_uuid, volume_id):
+        return self.instances.detach_volume(ctxt, instance_uuid, volume_id)
+
+    @expected
+    def instance_update(self, ctxt, instance_uuid, values):
+        return db.instance_update(ctxt, instance_uuid, values)
+
+    @expected
+    def instance_built(self, ctxt, instance_uuid, power_state):
+        return self.instances.built(ctxt, instance_uuid, power_state)
+
+    @expected
+    def instance_terminated(self, ctxt, instance_uuid):
+        return self.instances.terminated(ctxt, instance_uuid)
+
+    @expected
+    def volume_detached(self, ctxt, instance_uuid, volume_id):
+        return self.instances.volume_detached(ctxt, instance_uuid, volume_id)
+
+    # Volume migrations.
+
+    @expected
+    def migration_begin(self, ctxt, src_attachment_id):
+        return self.migrations.begin(ctxt, src_attachment_id)
+
+    @expected
+    def migration_accept_cancel(self, ctxt, src_attachment_id):
+        return self.migrations.accept_cancel(ctxt, src_attachment_id)
+
+    @expected
+    def migration_accept_complete(self, ctxt, src_attachment_id,
+                                  dst_attachment_id):
+        return self.migrations.accept_complete(ctxt, src_attachment_id,
+                                               dst_attachment_id)
+
+    @expected
+    def migration_get(self, ctxt, migration_ref):
+        return self.migrations.get(ctxt, migration_ref)
+
+    @expected
+    def migration_list(self, ctxt, filters):
+        return self.migrations.get_all(ctxt, filters)
+
+    @expected
+    def migration_set_status(self, ctxt, migration_id, status):
+        return self.migrations.set_status(ctxt, migration_id, status)
+
+    @expected
+    def migration_report_progress(self, ctxt, migration_id, bytes_done,
+                                  bytes_total):
+        return self.migrations.report_progress(ctxt, migration_id,
+                                               bytes_done, bytes_total)
+
+    @expected
+    def migration_fail(self, ctxt, migration_id, reason, recovery_needed):
+        return self.migrations.fail(ctxt, migration_id, reason,
+                                    recovery_needed)

@@ -1,0 +1,218 @@
+"""The conductor's side of volume migrations: validate, record, heal.
+
+Every status change goes through here, so the state machine is enforced
+in one place, and each change is persisted before the work it announces.
+"""
+
+from oslo_concurrency import lockutils
+from oslo_log import log as logging
+from oslo_utils import timeutils
+from oslo_utils import uuidutils
+
+from volmig.conductor import rules
+from volmig.db import api as db
+from volmig import exception
+from volmig import states
+
+LOG = logging.getLogger(__name__)
+
+COMPUTE_BINARY = 'volmig-compute'
+# A start repeated in these statuses returns the migration it started.
+_STARTED_ALREADY = frozenset({states.STARTED}) | states.COMPLETE_REQUESTED
+
+
+def present(migration: dict) -> dict:
+    """The public view: add an estimate of the time left."""
+    view = dict(migration)
+    view['eta_seconds'] = None
+    started = migration.get('job_started_at')
+    done, total = migration['bytes_done'], migration['bytes_total']
+    if started and total and 0 < done < total:
+        elapsed = max(timeutils.delta_seconds(started, timeutils.utcnow()),
+                      0.001)
+        view['eta_seconds'] = round((total - done) * elapsed / done, 1)
+    return view
+
+
+def _connector(host: str, attach_mode: str) -> dict:
+    return {'host': host, 'mode': attach_mode}
+
+
+class MigrationConductor:
+
+    def __init__(self, volume_api):
+        self.volume_api = volume_api
+
+    def _latest(self, ctxt, src_attachment_id: str, action: str) -> dict:
+        """The attachment's latest migration, for cancel and complete."""
+        migration = db.migration_get_latest_by_src_attachment(
+            ctxt, src_attachment_id)
+        if migration is None:
+            db.bdm_get_by_attachment(ctxt, src_attachment_id)
+            raise exception.InvalidMigrationState(
+                action=action, migration_id='of attachment %s'
+                % src_attachment_id, status='not started')
+        return migration
+
+    def begin(self, ctxt, src_attachment_id: str) -> dict:
+        """Validate a start and record it as accepted.
+
+        Returns ``{'migration', 'bdm', 'created'}``; ``created`` is False
+        when the start was already done, so the call is idempotent.
+        """
+        latest = db.migration_get_latest_by_src_attachment(
+            ctxt, src_attachment_id)
+        if latest and latest['status'] in _STARTED_ALREADY:
+            return {'migration': present(latest), 'bdm': None,
+                    'created': False}
+        bdm = db.bdm_get_by_attachment(ctxt, src_attachment_id)
+        with lockutils.lock('volume-migration-%s' % bdm['volume_id']):
+            instance = db.instance_get(ctxt, bdm['instance_uuid'])
+            volume = self.volume_api.get_volume(ctxt, bdm['volume_id'])
+            rules.check_no_other_migration(
+                instance, src_attachment_id, volume,
+                db.migration_get_all(ctxt, status=states.IN_PROGRESS,
+                                     volume_id=volume['id']))
+            attached = [db.instance_get(ctxt, other['instance_uuid'])
+                        for other in db.bdm_get_all(
+                            ctxt, volume_id=volume['id'])]
+            service = db.service_get(ctxt, COMPUTE_BINARY, instance['host'])
+            mode = rules.choose_migration_mode(
+                instance, volume, attached, service['capabilities'])
+            try:
+                migration = db.migration_begin(ctxt, {
+                    'uuid': uuidutils.generate_uuid(),
+                    'instance_uuid': instance['uuid'],
+                    'volume_id': volume['id'],
+                    'src_attachment_id': src_attachment_id,
+                    'host': instance['host'], 'mode': mode,
+                    'project_id': instance['project_id']})
+            except exception.InstanceInvalidState as exc:
+                raise exception.MigrationInProgress(
+                    what='server %s' % instance['uuid'],
+                    reason=exc.message)
+        LOG.info('Volume migration %(id)s accepted (%(mode)s) for volume '
+                 '%(volume)s of server %(instance)s',
+                 {'id': migration['id'], 'mode': mode,
+                  'volume': volume['id'], 'instance': instance['uuid']})
+        return {'migration': present(migration), 'bdm': bdm, 'created': True}
+
+    def accept_cancel(self, ctxt, src_attachment_id: str) -> dict:
+        """Returns ``{'migration', 'bdm', 'send'}``."""
+        migration = self._latest(ctxt, src_attachment_id, 'cancel')
+        send = rules.check_can_cancel(migration)
+        if send:
+            migration = db.migration_update(
+                ctxt, migration['id'],
+                {'status': states.CANCELLING,
+                 'job_started_at': timeutils.utcnow()},
+                expected_status=states.STARTED)
+        bdm = db.bdm_get_by_attachment(ctxt, src_attachment_id)
+        return {'migration': present(migration), 'bdm': bdm, 'send': send}
+
+    def accept_complete(self, ctxt, src_attachment_id: str,
+                        dst_attachment_id: str) -> dict:
+        """Connect dst and record the complete.
+
+        Returns ``{'migration', 'bdm', 'dst_connection_info', 'send'}``.
+        """
+        migration = self._latest(ctxt, src_attachment_id, 'complete')
+        send = rules.check_can_complete(migration, dst_attachment_id)
+        if not send:
+            return {'migration': present(migration), 'bdm': None,
+                    'dst_connection_info': None, 'send': False}
+        bdm = db.bdm_get_by_attachment(ctxt, src_attachment_id)
+        dst = self.volume_api.attachment_get(ctxt, dst_attachment_id)
+        rules.check_dst_attachment(migration, dst)
+        dst = self.volume_api.attachment_update(
+            ctxt, dst_attachment_id,
+            _connector(migration['host'], bdm['attach_mode']))
+        migration = db.migration_update(
+            ctxt, migration['id'], {'status': states.COMPLETING,
+                                    'dst_attachment_id': dst_attachment_id},
+            expected_status=states.STARTED)
+        return {'migration': present(migration), 'bdm': bdm,
+                'dst_connection_info': dst['connection_info'], 'send': True}
+
+    def get(self, ctxt, migration_ref: str) -> dict:
+        """By migration id, or the latest one of a source attachment."""
+        try:
+            return present(db.migration_get(ctxt, migration_ref))
+        except exception.MigrationNotFound:
+            latest = db.migration_get_latest_by_src_attachment(
+                ctxt, migration_ref)
+            if latest is None:
+                raise
+            return present(latest)
+
+    def get_all(self, ctxt, filters: dict) -> list[dict]:
+        return [present(migration)
+                for migration in db.migration_get_all(ctxt, **filters)]
+
+    def set_status(self, ctxt, migration_id: str, status: str) -> dict:
+        current = db.migration_get(ctxt, migration_id)
+        states.check_transition(migration_id, current['status'], status)
+        values: dict = {'status': status}
+        if status == states.SRC_RELEASED:
+            self._repoint_to_dst(ctxt, current)
+        elif status == states.COMMITTING:
+            values['job_started_at'] = timeutils.utcnow()
+        migration = db.migration_update(ctxt, migration_id, values,
+                                        expected_status=current['status'])
+        LOG.info('Volume migration %(id)s of server %(instance)s is '
+                 '%(status)s', {'id': migration_id, 'status': status,
+                                'instance': current['instance_uuid']})
+        if status in states.TERMINAL:
+            self._unlock_instance(ctxt, migration)
+        return present(migration)
+
+    def _repoint_to_dst(self, ctxt, migration: dict) -> None:
+        """The mapping keeps its volume id and takes dst's attachment."""
+        bdm = db.bdm_get_by_attachment(ctxt, migration['src_attachment_id'])
+        dst = self.volume_api.attachment_get(ctxt,
+                                             migration['dst_attachment_id'])
+        db.bdm_update(ctxt, bdm['id'], {
+            'attachment_id': dst['id'],
+            'connection_info': dst['connection_info']})
+        self.volume_api.attachment_complete(ctxt, dst['id'])
+
+    def report_progress(self, ctxt, migration_id: str, bytes_done: int,
+                        bytes_total: int) -> dict:
+        current = db.migration_get(ctxt, migration_id)
+        # Progress never goes backwards, even if reports arrive out of
+        # order.
+        return present(db.migration_update(ctxt, migration_id, {
+            'bytes_done': max(current['bytes_done'], bytes_done),
+            'bytes_total': max(current['bytes_total'], bytes_total)}))
+
+    def fail(self, ctxt, migration_id: str, reason: str,
+             recovery_needed: bool) -> dict:
+        current = db.migration_get(ctxt, migration_id)
+        if current['status'] in states.TERMINAL:
+            LOG.warning('Volume migration %(id)s is already %(status)s; '
+                        'not recording failure: %(reason)s',
+                        {'id': migration_id, 'status': current['status'],
+                         'reason': reason})
+            return present(current)
+        migration = db.migration_update(
+            ctxt, migration_id,
+            {'status': states.ERROR, 'error_phase': current['status'],
+             'error_reason': reason, 'recovery_needed': recovery_needed},
+            expected_status=current['status'])
+        LOG.error('Volume migration %(id)s of server %(instance)s failed '
+                  'while %(phase)s: %(reason)s',
+                  {'id': migration_id, 'phase': current['status'],
+                   'reason': reason, 'instance': current['instance_uuid']})
+        self._unlock_instance(ctxt, migration)
+        return present(migration)
+
+    @staticmethod
+    def _unlock_instance(ctxt, migration: dict) -> None:
+        try:
+            db.instance_update(ctxt, migration['instance_uuid'],
+                               {'task_state': None},
+                               expected_task_state=states.
+                               TASK_VOLUME_MIGRATING)
+        except (exception.InstanceInvalidState, exception.InstanceNotFound):
+            LOG.warning('Server %s was not locked by volume migration %s',
+                        migration['instance_uuid'], migration['id'])

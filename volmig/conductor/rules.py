@@ -1,0 +1,153 @@
+"""The rules of DESIGN section 5, as pure functions.
+
+Each takes plain records (dicts) and either returns a decision or raises
+the typed error the caller sees. Nothing here touches the database, RPC
+or block storage, so every refusal is unit-tested directly.
+"""
+
+from collections.abc import Iterable
+
+from volmig import exception
+from volmig import states
+
+ATTACH_MODES = ('rw', 'ro')
+
+
+def check_attach_mode(mode) -> None:
+    if not isinstance(mode, str) or mode not in ATTACH_MODES:
+        raise exception.InvalidAttachMode(mode=mode)
+
+
+def check_block_device(block_device: dict) -> None:
+    """One entry of a build request's block device list."""
+    if (block_device.get('destination_type') == 'local'
+            and 'attach_mode' in block_device):
+        raise exception.Invalid(
+            reason='attach_mode is only valid on block devices with '
+                   'destination_type=volume')
+    if 'attach_mode' in block_device:
+        check_attach_mode(block_device['attach_mode'])
+
+
+def check_multi_create(count: int, volumes: Iterable[dict]) -> None:
+    if count <= 1:
+        return
+    for volume in volumes:
+        if not volume['multiattach']:
+            raise exception.MultiCreateNeedsMultiattach(
+                count=count, volume_id=volume['id'])
+
+
+def check_can_attach(volume: dict,
+                     migrations_in_progress: Iterable[dict]) -> None:
+    """A new attachment of ``volume`` to one more instance."""
+    if any(migrations_in_progress):
+        raise exception.MigrationInProgress(
+            what='volume %s' % volume['id'],
+            reason='new attachments are held back until it ends')
+    if not volume['multiattach'] and volume['attachments']:
+        raise exception.MultiattachNotSupported(
+            volume_id=volume['id'],
+            instance_uuid=volume['attachments'][0]['instance_uuid'])
+
+
+def check_instance_idle(instance: dict, action: str) -> None:
+    """Refuse an action on an instance that has a task in progress."""
+    if instance['task_state'] is not None:
+        raise exception.InstanceInvalidState(
+            action=action, instance_uuid=instance['uuid'],
+            task_state=instance['task_state'])
+
+
+def check_compute_supports(host: str, version_ok: bool, attach_mode: str,
+                           needed: str = '1.1') -> None:
+    """A read-only attachment needs an agent that knows attach_mode."""
+    if attach_mode == 'ro' and not version_ok:
+        raise exception.ComputeTooOld(host=host,
+                                      feature='read-only attachments',
+                                      needed=needed)
+
+
+def check_no_other_migration(instance: dict, src_attachment_id: str,
+                             volume: dict,
+                             migrations_in_progress: Iterable[dict]) -> None:
+    """Refuse a start while the volume or instance is busy.
+
+    On a multiattach volume, the block-storage service starts one
+    migration per attachment, so migrations of the volume's other
+    attachments are siblings, not rivals.
+    """
+    for migration in migrations_in_progress:
+        if (migration['src_attachment_id'] == src_attachment_id
+                or not volume['multiattach']):
+            raise exception.MigrationInProgress(
+                what='volume %s' % volume['id'],
+                reason='migration %s is %s' % (migration['id'],
+                                               migration['status']))
+    if instance['task_state'] is not None:
+        raise exception.MigrationInProgress(
+            what='server %s' % instance['uuid'],
+            reason='task_state is %s' % instance['task_state'])
+
+
+def choose_migration_mode(instance: dict, volume: dict,
+                          attached_instances: Iterable[dict],
+                          capabilities: dict) -> str:
+    """Decide live or offline, or refuse (DESIGN section 5).
+
+    ``attached_instances`` are all instances the volume is attached to.
+    """
+    attachments = volume['attachments']
+    attached = list(attached_instances)
+    all_off = all(other['power_state'] != states.POWER_RUNNING
+                  for other in attached)
+    if (len(attachments) > 1
+            and any(a['attach_mode'] == 'rw' for a in attachments)):
+        if not all_off:
+            raise exception.MultiattachMigrationNotSupported(
+                volume_id=volume['id'], count=len(attachments))
+        return states.MODE_OFFLINE
+    if instance['power_state'] != states.POWER_RUNNING:
+        return states.MODE_OFFLINE
+    if capabilities.get('live_volume_migration'):
+        return states.MODE_LIVE
+    raise exception.InstanceMustBeShutOff(host=instance['host'],
+                                          instance_uuid=instance['uuid'])
+
+
+def check_can_cancel(migration: dict) -> bool:
+    """True when a cancel must be sent; False when already cancelling."""
+    if migration['status'] in (states.CANCELLING, states.CANCELLED):
+        return False
+    if migration['status'] != states.STARTED:
+        raise exception.InvalidMigrationState(
+            action='cancel', migration_id=migration['id'],
+            status=migration['status'])
+    return True
+
+
+def check_can_complete(migration: dict, dst_attachment_id: str) -> bool:
+    """True when a complete must be sent; False when it was already.
+
+    A repeated complete must name the same dst as the first one.
+    """
+    if (migration['status'] in states.COMPLETE_REQUESTED
+            and migration['dst_attachment_id'] == dst_attachment_id):
+        return False
+    if migration['status'] != states.STARTED:
+        raise exception.InvalidMigrationState(
+            action='complete', migration_id=migration['id'],
+            status=migration['status'])
+    return True
+
+
+def check_dst_attachment(migration: dict, dst_attachment: dict) -> None:
+    """dst must be a different attachment for the same instance."""
+    if dst_attachment['id'] == migration['src_attachment_id']:
+        raise exception.Invalid(
+            reason='the destination attachment is the source attachment')
+    if dst_attachment['instance_uuid'] != migration['instance_uuid']:
+        raise exception.Invalid(
+            reason='attachment %s belongs to server %s, not to %s' % (
+                dst_attachment['id'], dst_attachment['instance_uuid'],
+                migration['instance_uuid']))

@@ -1,0 +1,25 @@
+"""volmig's configuration: one module per option group.
+
+Nothing registers at import; ``register_opts`` is called by
+``volmig.config.parse_args`` and by the test fixtures.
+"""
+
+from oslo_config import cfg
+
+from volmig.conf import compute
+from volmig.conf import conductor
+from volmig.conf import database
+from volmig.conf import default
+from volmig.conf import fake_driver
+from volmig.conf import upgrade_levels
+from volmig.conf import volume
+
+CONF = cfg.CONF
+
+MODULES = (default, compute, conductor, database, fake_driver,
+           upgrade_levels, volume)
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    for module in MODULES:
+        module.register_opts(conf)

@@ -1,0 +1,28 @@
+from oslo_config import cfg
+
+compute_group = cfg.OptGroup('compute', title='Compute agent options')
+
+compute_opts = [
+    cfg.StrOpt('driver', default='fake',
+               help='Compute driver, a volmig.compute.drivers entry point: '
+                    '"fake" (in memory, no data path) or "qemu".'),
+    cfg.StrOpt('state_path', default='$state_path/compute',
+               help='Where the agent keeps guest sockets and job journals.'),
+    cfg.IntOpt('job_workers', default=8, min=1,
+               help='Threads that run asynchronous jobs (commits, mirrors).'),
+    cfg.FloatOpt('job_poll_interval', default=0.5, min=0.01,
+                 help='Seconds between progress reports of a running job.'),
+    cfg.StrOpt('announced_rpc_version', default=None,
+               help='Announce this compute RPC version instead of the '
+                    'latest one. Only for testing rolling upgrades: it makes '
+                    'the agent look like an older release.'),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(compute_group)
+    conf.register_opts(compute_opts, group=compute_group)
+
+
+def list_opts():
+    return [(compute_group, compute_opts)]

@@ -1,0 +1,24 @@
+from oslo_config import cfg
+
+conductor_group = cfg.OptGroup('conductor', title='Conductor options')
+
+conductor_opts = [
+    cfg.IntOpt('heal_interval', default=30, min=1,
+               help='Seconds between runs of the task that fails work '
+                    'stranded on a dead compute agent and clears stuck '
+                    'task states.'),
+    cfg.IntOpt('accepted_timeout', default=300, min=1,
+               help='Seconds a migration may stay "accepted" (recorded, but '
+                    'not yet taken by its compute agent) before it is '
+                    'failed. Nothing has been done to the guest by then, so '
+                    'failing it is safe.'),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(conductor_group)
+    conf.register_opts(conductor_opts, group=conductor_group)
+
+
+def list_opts():
+    return [(conductor_group, conductor_opts)]

@@ -1,0 +1,37 @@
+"""Parses the command line and config files for every volmig binary."""
+
+import oslo_messaging as messaging
+from oslo_log import log as logging
+from oslo_messaging import opts as messaging_opts
+
+from volmig import conf as volmig_conf
+from volmig.conf import CONF
+from volmig.conf import opts
+from volmig.db import api as db_api
+
+# Without a prefetch limit a server reads the whole backlog before it
+# dispatches anything (DESIGN 7a).
+RABBIT_PREFETCH = 10
+
+
+def register_opts(conf=CONF) -> None:
+    volmig_conf.register_opts(conf)
+    logging.register_options(conf)
+    messaging.set_transport_defaults('volmig')
+    # oslo.messaging registers these lazily; volmig sets defaults on them
+    # (and tests override them) before any transport exists.
+    for group, group_opts in messaging_opts.list_opts():
+        if group in (None, 'oslo_messaging_rabbit'):
+            conf.register_opts(group_opts, group=group)
+    conf.set_default('rabbit_qos_prefetch_count', RABBIT_PREFETCH,
+                     group='oslo_messaging_rabbit')
+
+
+def parse_args(argv: list[str], conf=CONF, default_config_files=None,
+               setup_logging: bool = True) -> None:
+    register_opts(conf)
+    opts.set_defaults(conf)
+    conf(argv, project='volmig', default_config_files=default_config_files)
+    if setup_logging:
+        logging.setup(conf, 'volmig')
+    db_api.configure(conf.database.connection)

@@ -1,0 +1,274 @@
+"""Data access. Only the conductor (and its periodic tasks) call this."""
+
+import datetime
+
+from oslo_db.sqlalchemy import enginefacade
+from oslo_utils import timeutils
+import sqlalchemy as sa
+
+from volmig import exception
+from volmig import states
+from volmig.db import models
+
+_CONTEXT = enginefacade.transaction_context()
+
+
+def configure(connection: str) -> None:
+    """Point the data layer at a database; used by services and tests."""
+    global _CONTEXT
+    _CONTEXT = enginefacade.transaction_context()
+    _CONTEXT.configure(connection=connection, sqlite_fk=True)
+
+
+def get_engine():
+    return _CONTEXT.writer.get_engine()
+
+
+def _dicts(rows) -> list[dict]:
+    return [row.to_dict() for row in rows]
+
+
+# Services.
+
+def service_update(ctxt, binary: str, host: str, topic: str, version: str,
+                   capabilities: dict) -> dict:
+    """Create or refresh a service record; this is the heartbeat."""
+    with _CONTEXT.writer.using(ctxt) as session:
+        service = session.scalars(sa.select(models.Service).filter_by(
+            binary=binary, host=host)).first()
+        if service is None:
+            service = models.Service(binary=binary, host=host)
+            session.add(service)
+        service.topic = topic
+        service.version = version
+        service.capabilities = capabilities
+        service.last_seen_at = timeutils.utcnow()
+        session.flush()
+        return service.to_dict()
+
+
+def service_get_all(ctxt, binary: str | None = None) -> list[dict]:
+    with _CONTEXT.reader.using(ctxt) as session:
+        query = sa.select(models.Service).order_by(models.Service.host)
+        if binary:
+            query = query.filter_by(binary=binary)
+        return _dicts(session.scalars(query))
+
+
+def service_get(ctxt, binary: str, host: str) -> dict:
+    with _CONTEXT.reader.using(ctxt) as session:
+        service = session.scalars(sa.select(models.Service).filter_by(
+            binary=binary, host=host)).first()
+        if service is None:
+            raise exception.HostNotFound(host=host)
+        return service.to_dict()
+
+
+# Instances.
+
+def instance_create(ctxt, values: dict) -> dict:
+    with _CONTEXT.writer.using(ctxt) as session:
+        instance = models.Instance(**values)
+        session.add(instance)
+        session.flush()
+        return instance.to_dict()
+
+
+def _instance_query(uuid: str):
+    return sa.select(models.Instance).filter_by(uuid=uuid, deleted_at=None)
+
+
+def instance_get(ctxt, uuid: str) -> dict:
+    with _CONTEXT.reader.using(ctxt) as session:
+        instance = session.scalars(_instance_query(uuid)).first()
+        if instance is None:
+            raise exception.InstanceNotFound(instance_uuid=uuid)
+        return instance.to_dict()
+
+
+def instance_get_all(ctxt, host: str | None = None,
+                     project_id: str | None = None) -> list[dict]:
+    with _CONTEXT.reader.using(ctxt) as session:
+        query = sa.select(models.Instance).filter_by(
+            deleted_at=None).order_by(models.Instance.id)
+        if host:
+            query = query.filter_by(host=host)
+        if project_id:
+            query = query.filter_by(project_id=project_id)
+        return _dicts(session.scalars(query))
+
+
+_ANY = object()
+
+
+def instance_update(ctxt, uuid: str, values: dict,
+                    expected_task_state=_ANY) -> dict:
+    """Update an instance; with expected_task_state, only if it matches.
+
+    The compare-and-swap is one UPDATE, so two requests racing for the
+    same instance cannot both win.
+    """
+    with _CONTEXT.writer.using(ctxt) as session:
+        stmt = sa.update(models.Instance).where(
+            models.Instance.uuid == uuid,
+            models.Instance.deleted_at.is_(None)).values(
+                updated_at=timeutils.utcnow(), **values)
+        if expected_task_state is not _ANY:
+            stmt = stmt.where(
+                models.Instance.task_state.is_(None)
+                if expected_task_state is None
+                else models.Instance.task_state == expected_task_state)
+        if session.execute(stmt).rowcount == 0:
+            current = session.scalars(_instance_query(uuid)).first()
+            if current is None:
+                raise exception.InstanceNotFound(instance_uuid=uuid)
+            raise exception.InstanceInvalidState(
+                action='change', instance_uuid=uuid,
+                task_state=current.task_state)
+        return session.scalars(_instance_query(uuid)).one().to_dict()
+
+
+def instance_destroy(ctxt, uuid: str) -> None:
+    with _CONTEXT.writer.using(ctxt) as session:
+        session.execute(sa.delete(models.BlockDeviceMapping).filter_by(
+            instance_uuid=uuid))
+        session.execute(sa.update(models.Instance).filter_by(
+            uuid=uuid).values(deleted_at=timeutils.utcnow(),
+                              vm_state=states.VM_DELETED, task_state=None))
+
+
+# Block device mappings.
+
+def bdm_create(ctxt, values: dict) -> dict:
+    with _CONTEXT.writer.using(ctxt) as session:
+        bdm = models.BlockDeviceMapping(**values)
+        session.add(bdm)
+        session.flush()
+        return bdm.to_dict()
+
+
+def bdm_get_by_attachment(ctxt, attachment_id: str) -> dict:
+    with _CONTEXT.reader.using(ctxt) as session:
+        bdm = session.scalars(sa.select(models.BlockDeviceMapping).filter_by(
+            attachment_id=attachment_id)).first()
+        if bdm is None:
+            raise exception.AttachmentNotFound(attachment_id=attachment_id)
+        return bdm.to_dict()
+
+
+def bdm_get_by_volume(ctxt, instance_uuid: str, volume_id: str) -> dict:
+    with _CONTEXT.reader.using(ctxt) as session:
+        bdm = session.scalars(sa.select(models.BlockDeviceMapping).filter_by(
+            instance_uuid=instance_uuid, volume_id=volume_id)).first()
+        if bdm is None:
+            raise exception.VolumeNotAttached(volume_id=volume_id,
+                                              instance_uuid=instance_uuid)
+        return bdm.to_dict()
+
+
+def bdm_get_all(ctxt, instance_uuid: str | None = None,
+                volume_id: str | None = None) -> list[dict]:
+    with _CONTEXT.reader.using(ctxt) as session:
+        query = sa.select(models.BlockDeviceMapping).order_by(
+            models.BlockDeviceMapping.id)
+        if instance_uuid:
+            query = query.filter_by(instance_uuid=instance_uuid)
+        if volume_id:
+            query = query.filter_by(volume_id=volume_id)
+        return _dicts(session.scalars(query))
+
+
+def bdm_update(ctxt, bdm_id: int, values: dict) -> dict:
+    with _CONTEXT.writer.using(ctxt) as session:
+        bdm = session.get(models.BlockDeviceMapping, bdm_id)
+        bdm.update(values)
+        session.flush()
+        return bdm.to_dict()
+
+
+def bdm_destroy(ctxt, bdm_id: int) -> None:
+    with _CONTEXT.writer.using(ctxt) as session:
+        session.execute(sa.delete(models.BlockDeviceMapping).filter_by(
+            id=bdm_id))
+
+
+# Volume migrations.
+
+def migration_begin(ctxt, values: dict) -> dict:
+    """Record an accepted migration and lock its instance, atomically."""
+    with _CONTEXT.writer.using(ctxt):
+        instance_update(ctxt, values['instance_uuid'],
+                        {'task_state': states.TASK_VOLUME_MIGRATING},
+                        expected_task_state=None)
+        return migration_create(ctxt, values)
+
+
+def migration_create(ctxt, values: dict) -> dict:
+    with _CONTEXT.writer.using(ctxt) as session:
+        migration = models.VolumeMigration(status=states.ACCEPTED, **values)
+        session.add(migration)
+        session.flush()
+        return migration.to_dict()
+
+
+def migration_get(ctxt, uuid: str) -> dict:
+    with _CONTEXT.reader.using(ctxt) as session:
+        migration = session.scalars(sa.select(
+            models.VolumeMigration).filter_by(uuid=uuid)).first()
+        if migration is None:
+            raise exception.MigrationNotFound(migration_id=uuid)
+        return migration.to_dict()
+
+
+def migration_get_latest_by_src_attachment(ctxt,
+                                           attachment_id: str) -> dict | None:
+    with _CONTEXT.reader.using(ctxt) as session:
+        migration = session.scalars(
+            sa.select(models.VolumeMigration).filter_by(
+                src_attachment_id=attachment_id).order_by(
+                    models.VolumeMigration.id.desc())).first()
+        return migration.to_dict() if migration else None
+
+
+def migration_get_all(ctxt, status=None, instance_uuid=None, volume_id=None,
+                      host=None, project_id=None) -> list[dict]:
+    """List migrations; ``status`` is one status or a collection of them."""
+    with _CONTEXT.reader.using(ctxt) as session:
+        query = sa.select(models.VolumeMigration).order_by(
+            models.VolumeMigration.id)
+        if status:
+            statuses = [status] if isinstance(status, str) else list(status)
+            query = query.where(models.VolumeMigration.status.in_(statuses))
+        filters = {'instance_uuid': instance_uuid, 'volume_id': volume_id,
+                   'host': host, 'project_id': project_id}
+        query = query.filter_by(
+            **{key: value for key, value in filters.items() if value})
+        return _dicts(session.scalars(query))
+
+
+def migration_update(ctxt, uuid: str, values: dict,
+                     expected_status: str | None = None) -> dict:
+    """Update a migration; with expected_status, only from that status."""
+    with _CONTEXT.writer.using(ctxt) as session:
+        stmt = sa.update(models.VolumeMigration).where(
+            models.VolumeMigration.uuid == uuid).values(
+                updated_at=timeutils.utcnow(), **values)
+        if expected_status is not None:
+            stmt = stmt.where(
+                models.VolumeMigration.status == expected_status)
+        if session.execute(stmt).rowcount == 0:
+            current = migration_get(ctxt, uuid)
+            raise exception.InvalidMigrationState(
+                action='move to %s' % values.get('status'),
+                migration_id=uuid, status=current['status'])
+        return migration_get(ctxt, uuid)
+
+
+def migrations_older_than(ctxt, status: str,
+                          age: datetime.timedelta) -> list[dict]:
+    with _CONTEXT.reader.using(ctxt) as session:
+        cutoff = timeutils.utcnow() - age
+        return _dicts(session.scalars(sa.select(
+            models.VolumeMigration).where(
+                models.VolumeMigration.status == status,
+                models.VolumeMigration.updated_at < cutoff)))

@@ -1,0 +1,100 @@
+"""The database schema. Alembic migrations under ``alembic/`` create it."""
+
+from oslo_db.sqlalchemy import models
+from sqlalchemy import orm
+import sqlalchemy as sa
+
+
+class Base(models.TimestampMixin, models.ModelBase, orm.DeclarativeBase):
+
+    def to_dict(self) -> dict:
+        return {column.name: getattr(self, column.name)
+                for column in self.__table__.columns}
+
+
+class Service(Base):
+    __tablename__ = 'services'
+    __table_args__ = (sa.UniqueConstraint('binary', 'host',
+                                          name='uniq_services0binary0host'),)
+
+    id = sa.Column(sa.Integer, primary_key=True)
+    binary = sa.Column(sa.String(64), nullable=False)
+    host = sa.Column(sa.String(255), nullable=False)
+    topic = sa.Column(sa.String(64), nullable=False)
+    # The RPC API version the service announces, e.g. "1.1".
+    version = sa.Column(sa.String(16), nullable=False)
+    capabilities = sa.Column(sa.JSON, nullable=False, default=dict)
+    last_seen_at = sa.Column(sa.DateTime, nullable=False)
+
+
+class Instance(Base):
+    __tablename__ = 'instances'
+    __table_args__ = (sa.Index('instances_host_idx', 'host'),
+                      sa.Index('instances_project_id_idx', 'project_id'))
+
+    id = sa.Column(sa.Integer, primary_key=True)
+    uuid = sa.Column(sa.String(36), nullable=False, unique=True)
+    name = sa.Column(sa.String(255), nullable=False)
+    project_id = sa.Column(sa.String(255))
+    user_id = sa.Column(sa.String(255))
+    host = sa.Column(sa.String(255), nullable=False)
+    vm_state = sa.Column(sa.String(32), nullable=False)
+    power_state = sa.Column(sa.String(32), nullable=False)
+    task_state = sa.Column(sa.String(32))
+    deleted_at = sa.Column(sa.DateTime)
+
+
+class BlockDeviceMapping(Base):
+    __tablename__ = 'block_device_mappings'
+    __table_args__ = (sa.Index('bdm_instance_uuid_idx', 'instance_uuid'),
+                      sa.Index('bdm_volume_id_idx', 'volume_id'))
+
+    id = sa.Column(sa.Integer, primary_key=True)
+    instance_uuid = sa.Column(sa.String(36),
+                              sa.ForeignKey('instances.uuid'),
+                              nullable=False)
+    volume_id = sa.Column(sa.String(36), nullable=False)
+    attachment_id = sa.Column(sa.String(36), nullable=False, unique=True)
+    attach_mode = sa.Column(sa.String(2), nullable=False, default='rw')
+    device_name = sa.Column(sa.String(64), nullable=False)
+    boot_index = sa.Column(sa.Integer)
+    source_type = sa.Column(sa.String(16), nullable=False, default='volume')
+    destination_type = sa.Column(sa.String(16), nullable=False,
+                                 default='volume')
+    connection_info = sa.Column(sa.JSON)
+
+
+class VolumeMigration(Base):
+    __tablename__ = 'volume_migrations'
+    __table_args__ = (
+        sa.Index('volume_migrations_src_attachment_idx',
+                 'src_attachment_id'),
+        sa.Index('volume_migrations_volume_status_idx',
+                 'volume_id', 'status'),
+        sa.Index('volume_migrations_status_idx', 'status'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True)
+    uuid = sa.Column(sa.String(36), nullable=False, unique=True)
+    instance_uuid = sa.Column(sa.String(36), nullable=False)
+    volume_id = sa.Column(sa.String(36), nullable=False)
+    src_attachment_id = sa.Column(sa.String(36), nullable=False)
+    dst_attachment_id = sa.Column(sa.String(36))
+    host = sa.Column(sa.String(255), nullable=False)
+    mode = sa.Column(sa.String(16), nullable=False)
+    status = sa.Column(sa.String(32), nullable=False)
+    project_id = sa.Column(sa.String(255))
+    bytes_done = sa.Column(sa.BigInteger, nullable=False, default=0)
+    bytes_total = sa.Column(sa.BigInteger, nullable=False, default=0)
+    job_started_at = sa.Column(sa.DateTime)
+    error_phase = sa.Column(sa.String(32))
+    error_reason = sa.Column(sa.Text)
+    # True when a failure left the guest off src (on an overlay, or in an
+    # unknown state) so an operator must recover it.
+    recovery_needed = sa.Column(sa.Boolean, nullable=False, default=False)
+
+    def to_dict(self) -> dict:
+        # The uuid is the migration's only public id.
+        values = super().to_dict()
+        values['id'] = values.pop('uuid')
+        return values

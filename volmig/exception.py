@@ -1,0 +1,136 @@
+"""Typed errors. Each carries the HTTP code a REST caller would see.
+
+These cross RPC as themselves: managers list them in
+``expected_exceptions`` and clients allow this module in
+``allowed_remote_exmods``.
+"""
+
+
+class VolmigException(Exception):
+    """Base class. ``msg_fmt`` is filled from the keyword arguments."""
+
+    msg_fmt = 'An unknown error occurred.'
+    code = 500
+
+    def __init__(self, message: str | None = None, **kwargs):
+        self.kwargs = kwargs
+        if message is None:
+            message = self.msg_fmt % kwargs
+        super().__init__(message)
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
+
+
+class Invalid(VolmigException):
+    msg_fmt = 'Invalid request: %(reason)s'
+    code = 400
+
+
+class InvalidInput(Invalid):
+    msg_fmt = 'Invalid input for %(field)s: %(reason)s'
+
+
+class InvalidAttachMode(Invalid):
+    msg_fmt = ('Invalid attach_mode %(mode)r: it must be the string "rw" '
+               'or "ro".')
+
+
+class MultiattachNotSupported(Invalid):
+    msg_fmt = ('Volume %(volume_id)s is not multiattach and is already '
+               'attached to server %(instance_uuid)s.')
+
+
+class MultiCreateNeedsMultiattach(Invalid):
+    msg_fmt = ('Creating %(count)d servers that share volume %(volume_id)s '
+               'needs a multiattach volume.')
+
+
+class MultiattachMigrationNotSupported(Invalid):
+    msg_fmt = ('Volume %(volume_id)s has %(count)d attachments and at least '
+               'one is read/write; it can only be migrated when every '
+               'attached server is shut off.')
+
+
+class Forbidden(VolmigException):
+    msg_fmt = 'Policy does not allow %(action)s.'
+    code = 403
+
+
+class NotFound(VolmigException):
+    msg_fmt = 'Resource could not be found.'
+    code = 404
+
+
+class InstanceNotFound(NotFound):
+    msg_fmt = 'Server %(instance_uuid)s could not be found.'
+
+
+class VolumeNotFound(NotFound):
+    msg_fmt = 'Volume %(volume_id)s could not be found.'
+
+
+class AttachmentNotFound(NotFound):
+    msg_fmt = 'Volume attachment %(attachment_id)s could not be found.'
+
+
+class VolumeNotAttached(NotFound):
+    msg_fmt = 'Volume %(volume_id)s is not attached to server %(instance_uuid)s.'
+
+
+class MigrationNotFound(NotFound):
+    msg_fmt = 'Volume migration %(migration_id)s could not be found.'
+
+
+class HostNotFound(NotFound):
+    msg_fmt = 'No compute agent is registered on host %(host)s.'
+
+
+class Conflict(VolmigException):
+    msg_fmt = 'The request conflicts with the current state: %(reason)s'
+    code = 409
+
+
+class MigrationInProgress(Conflict):
+    msg_fmt = ('A volume migration or another task is in progress on '
+               '%(what)s (%(reason)s).')
+
+
+class InstanceInvalidState(Conflict):
+    msg_fmt = ('Cannot %(action)s server %(instance_uuid)s while it is in '
+               'task_state %(task_state)s.')
+
+
+class InstanceMustBeShutOff(Conflict):
+    msg_fmt = ('The compute driver on host %(host)s cannot migrate the '
+               'volume of running server %(instance_uuid)s live; shut the '
+               'server off first.')
+
+
+class InvalidMigrationState(Conflict):
+    msg_fmt = ('Cannot %(action)s volume migration %(migration_id)s in '
+               'status %(status)s.')
+
+
+class ComputeTooOld(Conflict):
+    msg_fmt = ('The compute agent on host %(host)s is too old for '
+               '%(feature)s (it needs compute RPC %(needed)s).')
+
+
+class NoValidHost(Conflict):
+    msg_fmt = 'No compute agent can take the request: %(reason)s'
+
+
+class ComputeUnavailable(VolmigException):
+    msg_fmt = ('The compute agent on host %(host)s did not answer '
+               '%(action)s.')
+    code = 503
+
+
+class MigrationFailed(VolmigException):
+    msg_fmt = 'Volume migration %(migration_id)s failed: %(reason)s'
+
+
+class DriverError(VolmigException):
+    msg_fmt = 'The compute driver failed to %(action)s: %(reason)s'

@@ -1,0 +1,66 @@
+"""The one place where RPC transports, clients and servers are built."""
+
+import oslo_messaging as messaging
+from oslo_messaging.rpc import dispatcher
+from oslo_serialization import jsonutils
+
+from volmig.conf import CONF
+from volmig import context as volmig_context
+
+# Typed exceptions from this module cross RPC as themselves.
+ALLOWED_EXMODS = ['volmig.exception']
+
+_TRANSPORT = None
+
+
+def init(conf=CONF) -> None:
+    global _TRANSPORT
+    if _TRANSPORT is None:
+        _TRANSPORT = messaging.get_rpc_transport(
+            conf, allowed_remote_exmods=ALLOWED_EXMODS)
+
+
+def cleanup() -> None:
+    global _TRANSPORT
+    if _TRANSPORT is not None:
+        _TRANSPORT.cleanup()
+        _TRANSPORT = None
+
+
+def transport():
+    if _TRANSPORT is None:
+        raise RuntimeError('volmig.rpc.init() has not been called')
+    return _TRANSPORT
+
+
+class RequestContextSerializer(messaging.Serializer):
+    """Sends the request context as a dict and values as JSON primitives."""
+
+    def serialize_entity(self, ctxt, entity):
+        return jsonutils.to_primitive(entity, convert_instances=True)
+
+    def deserialize_entity(self, ctxt, entity):
+        return entity
+
+    def serialize_context(self, ctxt):
+        return ctxt.to_dict()
+
+    def deserialize_context(self, ctxt):
+        return volmig_context.RequestContext.from_dict(ctxt)
+
+
+def get_client(topic: str, version: str, version_cap: str | None = None,
+               timeout: int | None = None) -> messaging.RPCClient:
+    target = messaging.Target(topic=topic, version=version)
+    return messaging.get_rpc_client(
+        transport(), target, version_cap=version_cap,
+        serializer=RequestContextSerializer(),
+        timeout=timeout or CONF.rpc_call_timeout)
+
+
+def get_server(topic: str, server: str, endpoints: list):
+    target = messaging.Target(topic=topic, server=server)
+    return messaging.get_rpc_server(
+        transport(), target, endpoints,
+        serializer=RequestContextSerializer(),
+        access_policy=dispatcher.DefaultRPCAccessPolicy)

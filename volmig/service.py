@@ -1,0 +1,112 @@
+"""One volmig service: an RPC server, a manager, heartbeats and timers."""
+
+from oslo_log import log as logging
+from oslo_service import service
+
+from volmig.api import manager as api_manager
+from volmig.compute import manager as compute_manager
+from volmig.compute import rpcapi as compute_rpcapi
+from volmig.conductor import manager as conductor_manager
+from volmig.conductor import rpcapi as conductor_rpcapi
+from volmig.conf import CONF
+from volmig import context as volmig_context
+from volmig.db import api as db_api
+from volmig import rpc
+
+LOG = logging.getLogger(__name__)
+
+API = 'volmig-api'
+CONDUCTOR = 'volmig-conductor'
+COMPUTE = 'volmig-compute'
+
+_KINDS = {
+    API: (api_manager.TOPIC, api_manager.APIManager),
+    CONDUCTOR: (conductor_rpcapi.TOPIC, conductor_manager.ConductorManager),
+    COMPUTE: (compute_rpcapi.TOPIC, compute_manager.ComputeManager),
+}
+
+
+class Service(service.Service):
+    """Serves a manager on ``topic`` (server = host) and reports liveness.
+
+    The service record (version and capabilities) is written before the
+    RPC server starts, so callers that cap versions see the agent first.
+    """
+
+    def __init__(self, binary: str, host: str | None = None):
+        super().__init__()
+        rpc.init()
+        self.binary = binary
+        self.host = host or CONF.host
+        self.topic, manager_class = _KINDS[binary]
+        self.manager = manager_class(self.host)
+        self._report = (db_api.service_update if binary == CONDUCTOR
+                        else conductor_rpcapi.ConductorAPI().service_update)
+        self._server = None
+
+    def start(self) -> None:
+        LOG.info('Starting %(binary)s on %(host)s',
+                 {'binary': self.binary, 'host': self.host})
+        self.manager.init_host()
+        self.report_state()
+        self._server = rpc.get_server(self.topic, self.host, [self.manager])
+        self._server.start()
+        self.tg.add_timer(CONF.report_interval, self.report_state,
+                          initial_delay=CONF.report_interval)
+        for interval, task in self.manager.periodic_tasks():
+            self.tg.add_timer_args(interval, self._run_periodic,
+                                   args=[task], initial_delay=interval)
+
+    def report_state(self) -> None:
+        version, capabilities = self.manager.service_record()
+        try:
+            self._report(volmig_context.get_admin_context(), self.binary,
+                         self.host, self.topic, version, capabilities)
+        except Exception:
+            # A missed heartbeat must not stop the next one.
+            LOG.exception('%s on %s could not report its state',
+                          self.binary, self.host)
+
+    @staticmethod
+    def _run_periodic(task) -> None:
+        try:
+            task()
+        except Exception:
+            LOG.exception('Periodic task %s failed', task.__name__)
+
+    def stop(self, graceful: bool = False) -> None:
+        LOG.info('Stopping %(binary)s on %(host)s',
+                 {'binary': self.binary, 'host': self.host})
+        if self._server is not None:
+            self._server.stop()
+            self._server.wait()
+            self._server = None
+        self.manager.cleanup_host()
+        super().stop(graceful)
+
+
+class ServiceGroup(service.Service):
+    """Several services in one process, for the embedded default."""
+
+    def __init__(self, services: list[Service]):
+        super().__init__()
+        self.services = services
+
+    def start(self) -> None:
+        for member in self.services:
+            member.start()
+
+    def stop(self, graceful: bool = False) -> None:
+        for member in reversed(self.services):
+            member.stop(graceful)
+        super().stop(graceful)
+
+    def wait(self) -> None:
+        for member in self.services:
+            member.wait()
+
+
+def serve(server: service.Service) -> None:
+    """Run in this process until SIGTERM (no forked workers)."""
+    launcher = service.launch(CONF, server, workers=1, no_fork=True)
+    launcher.wait()

@@ -1,0 +1,80 @@
+"""State names, and the volume-migration state machine (DESIGN section 4).
+
+Every status that is not terminal counts as in progress.
+"""
+
+from volmig import exception
+
+# Volume migration statuses.
+ACCEPTED = 'accepted'
+STARTING = 'starting'
+STARTED = 'started'
+CANCELLING = 'cancelling'
+CANCELLED = 'cancelled'
+COMPLETING = 'completing'
+SRC_RELEASED = 'src_released'
+COMMITTING = 'committing'
+COMPLETED = 'completed'
+ERROR = 'error'
+
+_TRANSITIONS = {
+    ACCEPTED: {STARTING},
+    STARTING: {STARTED},
+    STARTED: {CANCELLING, COMPLETING},
+    CANCELLING: {CANCELLED},
+    COMPLETING: {SRC_RELEASED},
+    SRC_RELEASED: {COMMITTING},
+    COMMITTING: {COMPLETED},
+    CANCELLED: set(),
+    COMPLETED: set(),
+    ERROR: set(),
+}
+
+TERMINAL = frozenset({CANCELLED, COMPLETED, ERROR})
+IN_PROGRESS = frozenset(set(_TRANSITIONS) - TERMINAL)
+ALL = frozenset(_TRANSITIONS)
+# From these on, the guest has been switched to dst (or is being switched).
+COMPLETE_REQUESTED = frozenset({COMPLETING, SRC_RELEASED, COMMITTING,
+                                COMPLETED})
+# Statuses in which a compute agent is doing work for the migration, as
+# opposed to waiting for the block-storage service (STARTED).
+AGENT_BUSY = frozenset({STARTING, CANCELLING, COMPLETING, SRC_RELEASED,
+                        COMMITTING})
+
+MODE_LIVE = 'live'
+MODE_OFFLINE = 'offline'
+
+
+def can_transition(old: str, new: str) -> bool:
+    if new == ERROR:
+        return old not in TERMINAL
+    return new in _TRANSITIONS[old]
+
+
+def check_transition(migration_id: str, old: str, new: str) -> None:
+    if new not in ALL:
+        raise exception.InvalidInput(field='status',
+                                     reason='unknown status %r' % new)
+    if not can_transition(old, new):
+        raise exception.InvalidMigrationState(
+            action='move to %s' % new, migration_id=migration_id,
+            status=old)
+
+
+# Instance states.
+VM_BUILDING = 'building'
+VM_ACTIVE = 'active'
+VM_STOPPED = 'stopped'
+VM_ERROR = 'error'
+VM_DELETED = 'deleted'
+
+POWER_NOSTATE = 'nostate'
+POWER_RUNNING = 'running'
+POWER_SHUTDOWN = 'shutdown'
+
+TASK_VOLUME_MIGRATING = 'volume_migrating'
+TASK_POWERING_OFF = 'powering-off'
+TASK_POWERING_ON = 'powering-on'
+TASK_DELETING = 'deleting'
+TASK_ATTACHING = 'attaching_volume'
+TASK_DETACHING = 'detaching_volume'

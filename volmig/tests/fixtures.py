@@ -1,0 +1,82 @@
+"""Fixtures shared by the unit, functional and integration tests."""
+
+import os
+import uuid
+
+import fixtures
+from oslo_config import fixture as config_fixture
+import sqlalchemy as sa
+
+from volmig import config
+from volmig.conf import CONF
+from volmig.db import api as db_api
+from volmig.db import migration
+from volmig import policy
+from volmig import rpc
+
+# Set to a PostgreSQL or MySQL URL (of a user that may create databases)
+# to run the suite there; SQLite under a temporary directory otherwise.
+DB_URL_VARIABLE = 'VOLMIG_TEST_DB_URL'
+
+config.register_opts(CONF)
+
+
+class ConfFixture(fixtures.Fixture):
+    """volmig's options, on a temporary state directory."""
+
+    def _setUp(self):
+        self.conf = self.useFixture(config_fixture.Config(CONF)).config
+        CONF([], project='volmig', default_config_files=[])
+        self.state_path = self.useFixture(fixtures.TempDir()).path
+        self.conf(state_path=self.state_path, transport_url='fake://',
+                  host='test-host', report_interval=1, service_down_time=5,
+                  rpc_call_timeout=20)
+        self.conf(job_poll_interval=0.05, group='compute')
+
+
+class DatabaseFixture(fixtures.Fixture):
+    """A fresh, migrated database for one test."""
+
+    def _setUp(self):
+        server_url = os.environ.get(DB_URL_VARIABLE)
+        if server_url:
+            url = self._create_database(server_url)
+        else:
+            url = 'sqlite:///%s' % os.path.join(
+                self.useFixture(fixtures.TempDir()).path, 'volmig.sqlite')
+        CONF.set_override('connection', url, group='database')
+        self.addCleanup(CONF.clear_override, 'connection', group='database')
+        db_api.configure(url)
+        self.addCleanup(lambda: db_api.get_engine().dispose())
+        migration.upgrade()
+
+    def _create_database(self, server_url: str) -> str:
+        name = 'volmig_test_%s' % uuid.uuid4().hex[:12]
+        admin = sa.create_engine(server_url, isolation_level='AUTOCOMMIT')
+        with admin.connect() as connection:
+            connection.execute(sa.text('CREATE DATABASE %s' % name))
+
+        def drop():
+            db_api.get_engine().dispose()
+            with admin.connect() as connection:
+                connection.execute(sa.text('DROP DATABASE %s' % name))
+            admin.dispose()
+        self.addCleanup(drop)
+        return sa.engine.make_url(server_url).set(database=name)\
+            .render_as_string(hide_password=False)
+
+
+class RPCFixture(fixtures.Fixture):
+    """A transport for this test only, torn down afterwards."""
+
+    def _setUp(self):
+        rpc.cleanup()
+        rpc.init()
+        self.addCleanup(rpc.cleanup)
+
+
+class PolicyFixture(fixtures.Fixture):
+
+    def _setUp(self):
+        policy.reset()
+        self.addCleanup(policy.reset)

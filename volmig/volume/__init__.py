@@ -1,0 +1,13 @@
+"""The one door to block storage (DESIGN section 2, ``volmig.volume``)."""
+
+from stevedore import driver
+
+from volmig.conf import CONF
+from volmig.volume import base
+
+
+def get_adapter(conf=CONF) -> base.VolumeAdapter:
+    manager = driver.DriverManager('volmig.volume.backends',
+                                   conf.volume.backend, invoke_on_load=True,
+                                   invoke_args=(conf,))
+    return manager.driver

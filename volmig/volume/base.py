@@ -1,0 +1,59 @@
+"""What volmig needs from a block-storage service, Cinder-shaped.
+
+Attachments follow Cinder's v3 attachment flow: ``attachment_create``
+reserves, ``attachment_update`` with a host connector returns the
+connection info, ``attachment_complete`` marks it attached.
+"""
+
+import abc
+
+ATTACH_RESERVED = 'reserved'
+ATTACH_ATTACHING = 'attaching'
+ATTACH_ATTACHED = 'attached'
+
+
+class VolumeAdapter(abc.ABC):
+
+    @abc.abstractmethod
+    def create_volume(self, ctxt, size_mb: int, name: str | None = None,
+                      multiattach: bool = False,
+                      pool: str | None = None) -> dict:
+        """Create a volume and return it."""
+
+    @abc.abstractmethod
+    def get_volume(self, ctxt, volume_id: str) -> dict:
+        """Return the volume with its ``attachments``.
+
+        Each attachment has ``id``, ``instance_uuid``, ``attach_mode`` and
+        ``attach_status``. Raises VolumeNotFound.
+        """
+
+    @abc.abstractmethod
+    def list_volumes(self, ctxt) -> list[dict]:
+        """Return every volume."""
+
+    @abc.abstractmethod
+    def delete_volume(self, ctxt, volume_id: str) -> None:
+        """Delete an unattached volume."""
+
+    @abc.abstractmethod
+    def attachment_create(self, ctxt, volume_id: str, instance_uuid: str,
+                          mode: str = 'rw') -> dict:
+        """Reserve the volume for an instance; returns the attachment."""
+
+    @abc.abstractmethod
+    def attachment_get(self, ctxt, attachment_id: str) -> dict:
+        """Return an attachment. Raises AttachmentNotFound."""
+
+    @abc.abstractmethod
+    def attachment_update(self, ctxt, attachment_id: str,
+                          connector: dict) -> dict:
+        """Connect a host; returns the attachment with connection_info."""
+
+    @abc.abstractmethod
+    def attachment_complete(self, ctxt, attachment_id: str) -> None:
+        """Mark the attachment attached (the guest uses it)."""
+
+    @abc.abstractmethod
+    def attachment_delete(self, ctxt, attachment_id: str) -> None:
+        """Disconnect and forget the attachment."""
