@@ -18,6 +18,31 @@ def configure(connection: str) -> None:
     global _CONTEXT
     _CONTEXT = enginefacade.transaction_context()
     _CONTEXT.configure(connection=connection, sqlite_fk=True)
+    engine = get_engine()
+    if engine.dialect.name == 'sqlite':
+        _serialize_sqlite_transactions(engine)
+
+
+def _serialize_sqlite_transactions(engine) -> None:
+    """Make every SQLite transaction take the write lock when it begins.
+
+    Several threads of the embedded default share one SQLite file. A
+    transaction that reads and then writes cannot upgrade its lock while
+    another holds one, and SQLite fails it at once ("database is locked")
+    instead of waiting. Taking the lock up front makes them queue.
+    """
+    @sa.event.listens_for(engine, 'connect')
+    def _connect(dbapi_connection, record):
+        dbapi_connection.execute('PRAGMA busy_timeout = 60000')
+
+    # oslo.db already has pysqlite leave BEGIN to SQLAlchemy and emits a
+    # plain BEGIN unless "in_transaction" is set; run first and take the
+    # lock instead.
+    @sa.event.listens_for(engine, 'begin', insert=True)
+    def _begin(connection):
+        if 'in_transaction' not in connection.info:
+            connection.exec_driver_sql('BEGIN IMMEDIATE')
+            connection.info['in_transaction'] = True
 
 
 def get_engine():
