@@ -1,0 +1,88 @@
+"""The schema and the data layer's guarantees, on the test database."""
+
+from oslo_db.sqlalchemy import test_migrations
+from oslotest import base
+
+from volmig import context as volmig_context
+from volmig.db import api as db
+from volmig.db import migration
+from volmig.db import models
+from volmig import exception
+from volmig import states
+from volmig.tests import fixtures
+
+
+class DatabaseTestCase(base.BaseTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.ConfFixture())
+        self.useFixture(fixtures.DatabaseFixture())
+        self.ctxt = volmig_context.get_admin_context()
+
+
+class ModelsMigrationsSyncTest(test_migrations.ModelsMigrationsSync,
+                               DatabaseTestCase):
+    """The alembic migrations build exactly the schema the models say."""
+
+    def get_engine(self):
+        return db.get_engine()
+
+    def get_metadata(self):
+        return models.Base.metadata
+
+    def db_sync(self, engine):
+        migration.upgrade()
+
+
+class InstanceTaskStateTest(DatabaseTestCase):
+
+    def setUp(self):
+        super().setUp()
+        db.instance_create(self.ctxt, {
+            'uuid': 'i-1', 'name': 'vm', 'host': 'h', 'vm_state': 'active',
+            'power_state': 'running'})
+
+    def test_compare_and_swap(self):
+        db.instance_update(self.ctxt, 'i-1',
+                           {'task_state': states.TASK_POWERING_OFF},
+                           expected_task_state=None)
+        exc = self.assertRaises(exception.InstanceInvalidState,
+                                db.instance_update, self.ctxt, 'i-1',
+                                {'task_state': states.TASK_DELETING},
+                                expected_task_state=None)
+        self.assertIn(states.TASK_POWERING_OFF, str(exc))
+        self.assertEqual(states.TASK_POWERING_OFF,
+                         db.instance_get(self.ctxt, 'i-1')['task_state'])
+
+    def test_begin_migration_locks_the_instance_atomically(self):
+        values = {'uuid': 'm-1', 'instance_uuid': 'i-1', 'volume_id': 'v',
+                  'src_attachment_id': 'a', 'host': 'h', 'mode': 'live'}
+        migration = db.migration_begin(self.ctxt, values)
+        self.assertEqual(states.ACCEPTED, migration['status'])
+        self.assertEqual('m-1', migration['id'])
+        self.assertRaises(exception.InstanceInvalidState,
+                          db.migration_begin, self.ctxt,
+                          dict(values, uuid='m-2'))
+        # The refused second start left no record behind.
+        self.assertEqual(['m-1'], [m['id'] for m in
+                                   db.migration_get_all(self.ctxt)])
+
+    def test_migration_update_only_from_expected_status(self):
+        db.migration_create(self.ctxt, {
+            'uuid': 'm-1', 'instance_uuid': 'i-1', 'volume_id': 'v',
+            'src_attachment_id': 'a', 'host': 'h', 'mode': 'live'})
+        self.assertRaises(exception.InvalidMigrationState,
+                          db.migration_update, self.ctxt, 'm-1',
+                          {'status': states.STARTED},
+                          expected_status=states.STARTING)
+        self.assertEqual(states.ACCEPTED,
+                         db.migration_get(self.ctxt, 'm-1')['status'])
+
+    def test_unknown_records(self):
+        self.assertRaises(exception.InstanceNotFound, db.instance_get,
+                          self.ctxt, 'nope')
+        self.assertRaises(exception.MigrationNotFound, db.migration_get,
+                          self.ctxt, 'nope')
+        self.assertRaises(exception.AttachmentNotFound,
+                          db.bdm_get_by_attachment, self.ctxt, 'nope')

@@ -1,0 +1,52 @@
+from oslotest import base
+
+from volmig import exception
+from volmig import states
+
+LEGAL = [
+    (states.ACCEPTED, states.STARTING),
+    (states.STARTING, states.STARTED),
+    (states.STARTED, states.CANCELLING),
+    (states.CANCELLING, states.CANCELLED),
+    (states.STARTED, states.COMPLETING),
+    (states.COMPLETING, states.SRC_RELEASED),
+    (states.SRC_RELEASED, states.COMMITTING),
+    (states.COMMITTING, states.COMPLETED),
+]
+
+
+class MigrationStateMachineTest(base.BaseTestCase):
+
+    def test_legal_transitions(self):
+        for old, new in LEGAL:
+            states.check_transition('m', old, new)
+
+    def test_every_other_transition_is_refused(self):
+        for old in states.ALL:
+            for new in states.ALL - {states.ERROR}:
+                if (old, new) in LEGAL:
+                    continue
+                exc = self.assertRaises(exception.InvalidMigrationState,
+                                        states.check_transition, 'm', old,
+                                        new)
+                self.assertIn(old, str(exc))
+
+    def test_error_from_any_non_terminal_status(self):
+        for old in states.IN_PROGRESS:
+            states.check_transition('m', old, states.ERROR)
+        for old in states.TERMINAL:
+            self.assertRaises(exception.InvalidMigrationState,
+                              states.check_transition, 'm', old,
+                              states.ERROR)
+
+    def test_in_progress_is_every_non_terminal_status(self):
+        # Seed 004's bug: "accepted" was not counted as in progress.
+        self.assertIn(states.ACCEPTED, states.IN_PROGRESS)
+        self.assertEqual(states.ALL, states.IN_PROGRESS | states.TERMINAL)
+        self.assertFalse(states.IN_PROGRESS & states.TERMINAL)
+
+    def test_unknown_status(self):
+        exc = self.assertRaises(exception.InvalidInput,
+                                states.check_transition, 'm',
+                                states.STARTED, 'paused')
+        self.assertIn('paused', str(exc))
