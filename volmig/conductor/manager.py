@@ -66,6 +66,11 @@ class ConductorManager:
                                  capabilities)
 
     @expected
+    def service_get_all(self, ctxt, binary):
+        return [dict(service, is_up=instances.service_is_up(service))
+                for service in db.service_get_all(ctxt, binary)]
+
+    @expected
     def service_min_version(self, ctxt, binary):
         return min_service_version(ctxt, binary)
 

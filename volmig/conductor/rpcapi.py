@@ -5,6 +5,7 @@ API version history:
     1.0 - Initial version.
 """
 
+from volmig.conf import CONF
 from volmig import rpc
 
 TOPIC = 'volmig-conductor'
@@ -13,8 +14,8 @@ RPC_API_VERSION = '1.0'
 
 class ConductorAPI:
 
-    def __init__(self):
-        self.client = rpc.get_client(TOPIC, RPC_API_VERSION)
+    def __init__(self, timeout: int | None = None):
+        self.client = rpc.get_client(TOPIC, RPC_API_VERSION, timeout=timeout)
 
     def _call(self, ctxt, method, **kwargs):
         return self.client.prepare(version='1.0').call(ctxt, method, **kwargs)
@@ -23,9 +24,15 @@ class ConductorAPI:
 
     def service_update(self, ctxt, binary, host, topic, version,
                        capabilities):
-        return self._call(ctxt, 'service_update', binary=binary, host=host,
-                          topic=topic, version=version,
-                          capabilities=capabilities)
+        # A heartbeat older than the next one is worthless: do not wait
+        # longer than the interval (nor for a conductor not yet up).
+        return self.client.prepare(
+            version='1.0', timeout=CONF.report_interval).call(
+                ctxt, 'service_update', binary=binary, host=host,
+                topic=topic, version=version, capabilities=capabilities)
+
+    def service_get_all(self, ctxt, binary=None):
+        return self._call(ctxt, 'service_get_all', binary=binary)
 
     def service_min_version(self, ctxt, binary):
         return self._call(ctxt, 'service_min_version', binary=binary)

@@ -35,14 +35,14 @@ def _serialize_sqlite_transactions(engine) -> None:
     def _connect(dbapi_connection, record):
         dbapi_connection.execute('PRAGMA busy_timeout = 60000')
 
-    # oslo.db already has pysqlite leave BEGIN to SQLAlchemy and emits a
-    # plain BEGIN unless "in_transaction" is set; run first and take the
-    # lock instead.
-    @sa.event.listens_for(engine, 'begin', insert=True)
-    def _begin(connection):
-        if 'in_transaction' not in connection.info:
-            connection.exec_driver_sql('BEGIN IMMEDIATE')
-            connection.info['in_transaction'] = True
+    # oslo.db has pysqlite leave transactions to SQLAlchemy and emits a
+    # plain BEGIN itself; make that BEGIN take the write lock.
+    @sa.event.listens_for(engine, 'before_cursor_execute', retval=True)
+    def _begin_immediate(connection, cursor, statement, parameters, context,
+                         executemany):
+        if statement == 'BEGIN':
+            statement = 'BEGIN IMMEDIATE'
+        return statement, parameters
 
 
 def get_engine():
