@@ -1,6 +1,7 @@
 """One volmig service: an RPC server, a manager, heartbeats and timers."""
 
 from oslo_log import log as logging
+from oslo_service import backend
 from oslo_service import service
 
 from volmig.api import manager as api_manager
@@ -45,8 +46,9 @@ class Service(service.Service):
         self._server = None
 
     def start(self) -> None:
-        LOG.info('Starting %(binary)s on %(host)s',
-                 {'binary': self.binary, 'host': self.host})
+        LOG.info('Starting %(binary)s on %(host)s (concurrency: %(backend)s)',
+                 {'binary': self.binary, 'host': self.host,
+                  'backend': backend.get_backend_type().value})
         self.manager.init_host()
         self.report_state()
         self._server = rpc.get_server(self.topic, self.host, [self.manager])

@@ -1,3 +1,5 @@
+import os
+
 from oslo_config import cfg
 
 compute_group = cfg.OptGroup('compute', title='Compute agent options')
@@ -6,7 +8,8 @@ compute_opts = [
     cfg.StrOpt('driver', default='fake',
                help='Compute driver, a volmig.compute.drivers entry point: '
                     '"fake" (in memory, no data path) or "qemu".'),
-    cfg.StrOpt('state_path', default='$state_path/compute',
+    # Not "$state_path/compute": inside [compute] that names this option.
+    cfg.StrOpt('state_path', sample_default='<[DEFAULT] state_path>/compute',
                help='Where the agent keeps guest sockets and job journals.'),
     cfg.IntOpt('job_workers', default=8, min=1,
                help='Threads that run asynchronous jobs (commits, mirrors).'),
@@ -26,3 +29,8 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
 
 def list_opts():
     return [(compute_group, compute_opts)]
+
+
+def state_path(conf) -> str:
+    return conf.compute.state_path or os.path.join(conf.state_path,
+                                                   'compute')
