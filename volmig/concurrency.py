@@ -7,6 +7,7 @@ removes eventlet support and nothing else.
 
 import argparse
 import importlib
+import warnings
 
 from oslo_config import cfg
 from oslo_service import backend
@@ -37,5 +38,8 @@ def select_backend(argv: list[str]) -> str:
     if name == 'eventlet':
         importlib.import_module('volmig.concurrency_eventlet').activate()
     else:
+        # futurist imports eventlet whenever it is installed, which warns
+        # about a backend this process does not use.
+        warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated')
         backend.init_backend(backend.BackendType.THREADING)
     return name

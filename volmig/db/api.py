@@ -18,19 +18,20 @@ def configure(connection: str) -> None:
     global _CONTEXT
     _CONTEXT = enginefacade.transaction_context()
     _CONTEXT.configure(connection=connection, sqlite_fk=True)
-    engine = get_engine()
-    if engine.dialect.name == 'sqlite':
-        _serialize_sqlite_transactions(engine)
+    _CONTEXT.append_on_engine_create(_serialize_sqlite_transactions)
 
 
 def _serialize_sqlite_transactions(engine) -> None:
-    """Make every SQLite transaction take the write lock when it begins.
+    """On SQLite, make every SQLite transaction take the write lock when it begins.
 
     Several threads of the embedded default share one SQLite file. A
     transaction that reads and then writes cannot upgrade its lock while
     another holds one, and SQLite fails it at once ("database is locked")
     instead of waiting. Taking the lock up front makes them queue.
     """
+    if engine.dialect.name != 'sqlite':
+        return
+
     @sa.event.listens_for(engine, 'connect')
     def _connect(dbapi_connection, record):
         dbapi_connection.execute('PRAGMA busy_timeout = 60000')
