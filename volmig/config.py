@@ -1,7 +1,7 @@
 """Parses the command line and config files for every volmig binary."""
 
-import oslo_messaging as messaging
 from oslo_log import log as logging
+import oslo_messaging as messaging
 from oslo_messaging import opts as messaging_opts
 
 from volmig import conf as volmig_conf

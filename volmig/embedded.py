@@ -6,10 +6,10 @@ SQLite and the state live under one directory; the transport is
 
 import os
 
+from volmig import service
 from volmig.conf import CONF
 from volmig.db import api as db_api
 from volmig.db import migration
-from volmig import service
 
 
 def configure(state_dir: str, driver: str, transport_url: str) -> None:

@@ -76,7 +76,8 @@ class AttachmentNotFound(NotFound):
 
 
 class VolumeNotAttached(NotFound):
-    msg_fmt = 'Volume %(volume_id)s is not attached to server %(instance_uuid)s.'
+    msg_fmt = ('Volume %(volume_id)s is not attached to server '
+               '%(instance_uuid)s.')
 
 
 class MigrationNotFound(NotFound):

@@ -2,9 +2,9 @@
 
 from oslo_policy import policy
 
-from volmig.conf import CONF
 from volmig import exception
 from volmig import policies
+from volmig.conf import CONF
 
 _ENFORCER = None
 

@@ -4,8 +4,8 @@ import oslo_messaging as messaging
 from oslo_messaging.rpc import dispatcher
 from oslo_serialization import jsonutils
 
-from volmig.conf import CONF
 from volmig import context as volmig_context
+from volmig.conf import CONF
 
 # Typed exceptions from this module cross RPC as themselves.
 ALLOWED_EXMODS = ['volmig.exception']

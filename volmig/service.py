@@ -1,18 +1,20 @@
 """One volmig service: an RPC server, a manager, heartbeats and timers."""
 
+import typing
+
 from oslo_log import log as logging
 from oslo_service import backend
 from oslo_service import service
 
+from volmig import context as volmig_context
+from volmig import rpc
 from volmig.api import manager as api_manager
 from volmig.compute import manager as compute_manager
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import manager as conductor_manager
 from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
-from volmig import context as volmig_context
 from volmig.db import api as db_api
-from volmig import rpc
 
 LOG = logging.getLogger(__name__)
 
@@ -20,7 +22,7 @@ API = 'volmig-api'
 CONDUCTOR = 'volmig-conductor'
 COMPUTE = 'volmig-compute'
 
-_KINDS = {
+_KINDS: dict[str, tuple[str, typing.Any]] = {
     API: (api_manager.TOPIC, api_manager.APIManager),
     CONDUCTOR: (conductor_rpcapi.TOPIC, conductor_manager.ConductorManager),
     COMPUTE: (compute_rpcapi.TOPIC, compute_manager.ComputeManager),
@@ -43,7 +45,7 @@ class Service(service.Service):
         self.manager = manager_class(self.host)
         self._report = (db_api.service_update if binary == CONDUCTOR
                         else conductor_rpcapi.ConductorAPI().service_update)
-        self._server = None
+        self._server: typing.Any = None
 
     def start(self) -> None:
         LOG.info('Starting %(binary)s on %(host)s (concurrency: %(backend)s)',

@@ -10,15 +10,15 @@ and record, then calls or casts to the compute agent on the instance's
 host.
 """
 
-import oslo_messaging as messaging
 from oslo_log import log as logging
+import oslo_messaging as messaging
 
-from volmig.api import validation
-from volmig.compute import rpcapi as compute_rpcapi
-from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig import context as volmig_context
 from volmig import exception
 from volmig import policy
+from volmig.api import validation
+from volmig.compute import rpcapi as compute_rpcapi
+from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.policies import volume_migrations as migration_policy
 
 LOG = logging.getLogger(__name__)

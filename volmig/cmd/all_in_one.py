@@ -5,9 +5,9 @@ import sys
 from oslo_config import cfg
 
 from volmig import config
-from volmig.conf import CONF
 from volmig import embedded
 from volmig import service
+from volmig.conf import CONF
 
 cli_opts = [
     cfg.StrOpt('state-dir', required=True,

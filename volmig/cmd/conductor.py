@@ -1,4 +1,7 @@
-"""volmig-conductor: rules, state and healing, between the agents and the database."""
+"""volmig-conductor: rules, state and healing.
+
+It stands between the compute agents and the database.
+"""
 
 import sys
 

@@ -11,13 +11,13 @@ import time
 from oslo_config import cfg
 
 from volmig import client
-from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig import config
-from volmig.conf import CONF
 from volmig import context as volmig_context
 from volmig import embedded
 from volmig import states
 from volmig import volume
+from volmig.conductor import rpcapi as conductor_rpcapi
+from volmig.conf import CONF
 
 cli_opts = [
     cfg.StrOpt('state-dir', required=True,

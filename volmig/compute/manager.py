@@ -7,17 +7,17 @@ records them.
 
 import functools
 
-import oslo_messaging as messaging
 from oslo_concurrency import lockutils
 from oslo_log import log as logging
+import oslo_messaging as messaging
 
+from volmig import exception
+from volmig import states
 from volmig.compute import drivers
 from volmig.compute import jobs
 from volmig.compute import rpcapi
 from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
-from volmig import exception
-from volmig import states
 
 LOG = logging.getLogger(__name__)
 

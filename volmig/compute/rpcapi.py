@@ -15,9 +15,9 @@ from collections.abc import Callable
 from oslo_log import log as logging
 from oslo_utils import versionutils
 
-from volmig.conf import CONF
 from volmig import exception
 from volmig import rpc
+from volmig.conf import CONF
 
 LOG = logging.getLogger(__name__)
 

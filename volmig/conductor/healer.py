@@ -8,11 +8,11 @@ import datetime
 
 from oslo_log import log as logging
 
+from volmig import states
 from volmig.conductor import instances as instance_conductor
 from volmig.conductor import migrations as migration_conductor
 from volmig.conf import CONF
 from volmig.db import api as db
-from volmig import states
 
 LOG = logging.getLogger(__name__)
 

@@ -9,12 +9,12 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
+from volmig import exception
+from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import rules
 from volmig.conf import CONF
 from volmig.db import api as db
-from volmig import exception
-from volmig import states
 
 LOG = logging.getLogger(__name__)
 
@@ -131,7 +131,8 @@ class InstanceConductor:
                     self._attach_records(ctxt, instance, bd['volume_id'],
                                          mode, index, bd.get('boot_index'))
                     for index, (bd, mode) in enumerate(zip(block_devices,
-                                                           modes))]
+                                                           modes,
+                                                           strict=True))]
         except Exception:
             for instance in built:
                 self._discard(ctxt, instance['uuid'])

@@ -1,20 +1,20 @@
 """Server side of the conductor's RPC API; a thin layer over the
 conductor's modules. Methods mirror ``rpcapi`` one to one."""
 
-import oslo_messaging as messaging
 from oslo_log import log as logging
+import oslo_messaging as messaging
 from oslo_utils import versionutils
 
+from volmig import context as volmig_context
+from volmig import exception
+from volmig import volume
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import healer
 from volmig.conductor import instances
 from volmig.conductor import migrations
 from volmig.conductor import rpcapi
 from volmig.conf import CONF
-from volmig import context as volmig_context
 from volmig.db import api as db
-from volmig import exception
-from volmig import volume
 
 LOG = logging.getLogger(__name__)
 

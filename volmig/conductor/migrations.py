@@ -9,10 +9,10 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
-from volmig.conductor import rules
-from volmig.db import api as db
 from volmig import exception
 from volmig import states
+from volmig.conductor import rules
+from volmig.db import api as db
 
 LOG = logging.getLogger(__name__)
 

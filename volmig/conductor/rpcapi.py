@@ -5,8 +5,8 @@ API version history:
     1.0 - Initial version.
 """
 
-from volmig.conf import CONF
 from volmig import rpc
+from volmig.conf import CONF
 
 TOPIC = 'volmig-conductor'
 RPC_API_VERSION = '1.0'

@@ -1,8 +1,11 @@
 """Collects every volmig option group for oslo-config-generator."""
 
+from oslo_config import cfg
+from oslo_db import options as db_options
 from oslo_log import log as logging
 
 from volmig import conf
+from volmig.conf import database
 
 
 def list_opts():
@@ -15,5 +18,8 @@ def list_opts():
 
 
 def set_defaults(conf=None):
+    """Defaults volmig sets on library options (also for the generator)."""
+    cfg.set_defaults(db_options.database_opts,
+                     connection=database.DEFAULT_CONNECTION)
     logging.set_defaults(default_log_levels=logging.get_default_log_levels()
                          + ['qemu.qmp=WARNING'])

@@ -22,7 +22,7 @@ def configure(connection: str) -> None:
 
 
 def _serialize_sqlite_transactions(engine) -> None:
-    """On SQLite, make every SQLite transaction take the write lock when it begins.
+    """On SQLite, make every transaction take the write lock as it begins.
 
     Several threads of the embedded default share one SQLite file. A
     transaction that reads and then writes cannot upgrade its lock while

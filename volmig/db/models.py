@@ -1,8 +1,8 @@
 """The database schema. Alembic migrations under ``alembic/`` create it."""
 
 from oslo_db.sqlalchemy import models
-from sqlalchemy import orm
 import sqlalchemy as sa
+from sqlalchemy import orm
 
 
 class Base(models.TimestampMixin, models.ModelBase, orm.DeclarativeBase):

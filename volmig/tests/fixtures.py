@@ -8,11 +8,11 @@ from oslo_config import fixture as config_fixture
 import sqlalchemy as sa
 
 from volmig import config
+from volmig import policy
+from volmig import rpc
 from volmig.conf import CONF
 from volmig.db import api as db_api
 from volmig.db import migration
-from volmig import policy
-from volmig import rpc
 
 # Set to a PostgreSQL or MySQL URL (of a user that may create databases)
 # to run the suite there; SQLite under a temporary directory otherwise.

@@ -1,5 +1,7 @@
 """The one door to block storage (DESIGN section 2, ``volmig.volume``)."""
 
+import typing
+
 from stevedore import driver
 
 from volmig.conf import CONF
@@ -7,7 +9,7 @@ from volmig.volume import base
 
 
 def get_adapter(conf=CONF) -> base.VolumeAdapter:
-    manager = driver.DriverManager('volmig.volume.backends',
-                                   conf.volume.backend, invoke_on_load=True,
-                                   invoke_args=(conf,))
-    return manager.driver
+    manager: driver.DriverManager = driver.DriverManager(
+        'volmig.volume.backends', conf.volume.backend, invoke_on_load=True,
+        invoke_args=(conf,))
+    return typing.cast(base.VolumeAdapter, manager.driver)

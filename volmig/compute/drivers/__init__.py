@@ -1,5 +1,7 @@
 """Compute drivers, loaded by name from ``[compute] driver``."""
 
+import typing
+
 from stevedore import driver
 
 from volmig.compute.drivers import base
@@ -7,7 +9,7 @@ from volmig.conf import CONF
 
 
 def load_driver(conf=CONF) -> base.ComputeDriver:
-    manager = driver.DriverManager('volmig.compute.drivers',
-                                   conf.compute.driver, invoke_on_load=True,
-                                   invoke_args=(conf,))
-    return manager.driver
+    manager: driver.DriverManager = driver.DriverManager(
+        'volmig.compute.drivers', conf.compute.driver, invoke_on_load=True,
+        invoke_args=(conf,))
+    return typing.cast(base.ComputeDriver, manager.driver)

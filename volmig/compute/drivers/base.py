@@ -45,10 +45,10 @@ class ComputeDriver(abc.ABC):
     def capabilities(self) -> dict:
         """The capability flags, reported in the service record."""
 
-    def init_host(self, host: str) -> None:
+    def init_host(self, host: str) -> None:  # noqa: B027 -- optional hook
         """Find the guests that outlived a restart of the agent."""
 
-    def cleanup_host(self) -> None:
+    def cleanup_host(self) -> None:  # noqa: B027 -- optional hook
         """Release what the driver holds; guests keep running."""
 
     @abc.abstractmethod

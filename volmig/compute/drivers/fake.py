@@ -3,9 +3,9 @@
 import dataclasses
 import threading
 
-from volmig.compute.drivers import base
 from volmig import exception
 from volmig import states
+from volmig.compute.drivers import base
 
 
 @dataclasses.dataclass

@@ -5,12 +5,12 @@ import time
 from oslotest import base
 
 from volmig import client
-from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig import context as volmig_context
 from volmig import service
 from volmig import states
-from volmig.tests import fixtures
 from volmig import volume
+from volmig.conductor import rpcapi as conductor_rpcapi
+from volmig.tests import fixtures
 
 
 class ServicesTestCase(base.BaseTestCase):

@@ -20,12 +20,12 @@ import testtools
 from testtools import content
 
 from volmig import client
-from volmig.conductor import rpcapi as conductor_rpcapi
-from volmig.conf import CONF
 from volmig import context as volmig_context
 from volmig import states
-from volmig.tests import fixtures as volmig_fixtures
 from volmig import volume
+from volmig.conductor import rpcapi as conductor_rpcapi
+from volmig.conf import CONF
+from volmig.tests import fixtures as volmig_fixtures
 
 RABBIT = ('127.0.0.1', 5672)
 BIN_DIR = os.path.dirname(sys.executable)

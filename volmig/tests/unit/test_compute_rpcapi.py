@@ -3,10 +3,10 @@
 import oslo_messaging as messaging
 from oslotest import base
 
-from volmig.compute import rpcapi
 from volmig import context as volmig_context
 from volmig import exception
 from volmig import rpc
+from volmig.compute import rpcapi
 from volmig.tests import fixtures
 
 

@@ -7,11 +7,11 @@ from alembic import migration as alembic_migration
 from oslotest import base
 
 from volmig import context as volmig_context
+from volmig import exception
+from volmig import states
 from volmig.db import api as db
 from volmig.db import migration
 from volmig.db import models
-from volmig import exception
-from volmig import states
 from volmig.tests import fixtures
 
 

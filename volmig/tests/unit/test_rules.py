@@ -2,9 +2,9 @@
 
 from oslotest import base
 
-from volmig.conductor import rules
 from volmig import exception
 from volmig import states
+from volmig.conductor import rules
 
 
 def _instance(uuid='i-1', power=states.POWER_RUNNING, task=None):
