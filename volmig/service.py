@@ -32,8 +32,9 @@ _KINDS: dict[str, tuple[str, typing.Any]] = {
 class Service(service.Service):
     """Serves a manager on ``topic`` (server = host) and reports liveness.
 
-    The service record (version and capabilities) is written before the
-    RPC server starts, so callers that cap versions see the agent first.
+    The service record (version and capabilities) is written only once
+    the RPC server listens: on RabbitMQ a message sent to a queue that does
+    not exist yet is lost, so a registered service must be reachable.
     """
 
     def __init__(self, binary: str, host: str | None = None):
@@ -52,9 +53,9 @@ class Service(service.Service):
                  {'binary': self.binary, 'host': self.host,
                   'backend': backend.get_backend_type().value})
         self.manager.init_host()
-        self.report_state()
         self._server = rpc.get_server(self.topic, self.host, [self.manager])
         self._server.start()
+        self.report_state()
         self.tg.add_timer(CONF.report_interval, self.report_state,
                           initial_delay=CONF.report_interval)
         for interval, task in self.manager.periodic_tasks():

@@ -120,7 +120,7 @@ class ProcessTestCase(base.BaseTestCase):
         self.conductor = conductor_rpcapi.ConductorAPI()
         self.client = client.MigrationClient(timeout=30)
         self.volumes = volume.get_adapter()
-        self.wait_for_computes(self.hosts)
+        self.wait_for_services(self.hosts)
 
     def _common_options(self, url):
         return {
@@ -172,18 +172,21 @@ class ProcessTestCase(base.BaseTestCase):
                 self.fail('timed out waiting for %s' % what)
             time.sleep(0.2)
 
-    def wait_for_computes(self, hosts):
+    def wait_for_services(self, compute_hosts):
+        """Until the API and the compute agents are registered and up."""
         # A call sent before the conductor listens is lost; poll briefly.
         conductor = conductor_rpcapi.ConductorAPI(timeout=2)
 
         def registered():
             try:
-                services = conductor.service_get_all(self.admin,
-                                                     'volmig-compute')
+                services = conductor.service_get_all(self.admin, None)
             except messaging.MessagingTimeout:
                 return False
-            return set(hosts) <= {s['host'] for s in services if s['is_up']}
-        self.wait_until(registered, what='compute agents %s' % hosts)
+            up = {(s['binary'], s['host']) for s in services if s['is_up']}
+            return {s[0] for s in up} >= {'volmig-api', 'volmig-compute'} \
+                and set(compute_hosts) <= {s[1] for s in up}
+        self.wait_until(registered, what='volmig-api and compute agents %s'
+                        % compute_hosts)
 
     def create_server(self, host):
         vol = self.volumes.create_volume(self.admin, 16)
