@@ -14,7 +14,7 @@ cli_opts = [
                help='Directory for the database and all other state.'),
     cfg.IntOpt('computes', default=1, min=1,
                help='How many compute agents to run (hosts compute-1..N).'),
-    cfg.StrOpt('driver', default='fake', choices=['fake', 'qemu'],
+    cfg.StrOpt('driver', default='fake', choices=['fake'],
                help='Compute driver of the agents.'),
     cfg.StrOpt('transport-url', dest='aio_transport_url', default='fake://',
                help='RPC transport; fake:// keeps everything in process, a '

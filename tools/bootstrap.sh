@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Prepares a fresh Debian machine for volmig: system packages, a virtualenv
+# with volmig and its test requirements in .venv, and a running RabbitMQ.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v rabbitmqctl >/dev/null 2>&1 || need_apt+=(rabbitmq-server)
+python3 -m venv --help >/dev/null 2>&1 || need_apt+=(python3-venv)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q "${need_apt[@]}"
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+fi
+.venv/bin/pip install -q --upgrade pip
+.venv/bin/pip install -q -r requirements.txt -r test-requirements.txt
+.venv/bin/pip install -q -e .
+
+if ! rabbitmqctl -q status >/dev/null 2>&1; then
+    echo "Starting RabbitMQ"
+    rabbitmq-server -detached
+fi
+rabbitmqctl -q await_startup --timeout 120
+echo "volmig is installed in .venv; RabbitMQ is running."
