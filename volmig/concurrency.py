@@ -38,8 +38,12 @@ def select_backend(argv: list[str]) -> str:
     if name == 'eventlet':
         importlib.import_module('volmig.concurrency_eventlet').activate()
     else:
-        # futurist imports eventlet whenever it is installed, which warns
-        # about a backend this process does not use.
-        warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated')
-        backend.init_backend(backend.BackendType.THREADING)
+        init_threading()
     return name
+
+
+def init_threading() -> None:
+    # futurist imports eventlet whenever it is installed, which warns
+    # about a backend this process does not use.
+    warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated')
+    backend.init_backend(backend.BackendType.THREADING)

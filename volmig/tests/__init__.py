@@ -1,5 +1,5 @@
 # oslo.service picks its backend when first imported; tests run on
 # native threads, like the services by default.
-from oslo_service import backend
+from volmig import concurrency
 
-backend.init_backend(backend.BackendType.THREADING)
+concurrency.init_threading()
