@@ -66,9 +66,10 @@ class MigrationConductor:
             return {'migration': present(latest), 'bdm': None,
                     'created': False}
         bdm = db.bdm_get_by_attachment(ctxt, src_attachment_id)
-        with lockutils.lock('volume-migration-%s' % bdm['volume_id']):
+        volume = self.volume_api.get_volume(ctxt, bdm['volume_id'])
+        with lockutils.lock('volume-migration-%s' % bdm['volume_id']), \
+                db.transaction(ctxt):
             instance = db.instance_get(ctxt, bdm['instance_uuid'])
-            volume = self.volume_api.get_volume(ctxt, bdm['volume_id'])
             rules.check_no_other_migration(
                 instance, src_attachment_id, volume,
                 db.migration_get_all(ctxt, status=states.IN_PROGRESS,
@@ -157,13 +158,14 @@ class MigrationConductor:
             self._repoint_to_dst(ctxt, current)
         elif status == states.COMMITTING:
             values['job_started_at'] = timeutils.utcnow()
-        migration = db.migration_update(ctxt, migration_id, values,
-                                        expected_status=current['status'])
+        with db.transaction(ctxt):
+            migration = db.migration_update(
+                ctxt, migration_id, values, expected_status=current['status'])
+            if status in states.TERMINAL:
+                self._unlock_instance(ctxt, migration)
         LOG.info('Volume migration %(id)s of server %(instance)s is '
                  '%(status)s', {'id': migration_id, 'status': status,
                                 'instance': current['instance_uuid']})
-        if status in states.TERMINAL:
-            self._unlock_instance(ctxt, migration)
         return present(migration)
 
     def _repoint_to_dst(self, ctxt, migration: dict) -> None:
@@ -194,16 +196,17 @@ class MigrationConductor:
                         {'id': migration_id, 'status': current['status'],
                          'reason': reason})
             return present(current)
-        migration = db.migration_update(
-            ctxt, migration_id,
-            {'status': states.ERROR, 'error_phase': current['status'],
-             'error_reason': reason, 'recovery_needed': recovery_needed},
-            expected_status=current['status'])
+        with db.transaction(ctxt):
+            migration = db.migration_update(
+                ctxt, migration_id,
+                {'status': states.ERROR, 'error_phase': current['status'],
+                 'error_reason': reason, 'recovery_needed': recovery_needed},
+                expected_status=current['status'])
+            self._unlock_instance(ctxt, migration)
         LOG.error('Volume migration %(id)s of server %(instance)s failed '
                   'while %(phase)s: %(reason)s',
                   {'id': migration_id, 'phase': current['status'],
                    'reason': reason, 'instance': current['instance_uuid']})
-        self._unlock_instance(ctxt, migration)
         return present(migration)
 
     @staticmethod

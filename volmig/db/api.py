@@ -35,6 +35,8 @@ def _serialize_sqlite_transactions(engine) -> None:
     @sa.event.listens_for(engine, 'connect')
     def _connect(dbapi_connection, record):
         dbapi_connection.execute('PRAGMA busy_timeout = 60000')
+        # One fsync of the log per commit instead of several of the file.
+        dbapi_connection.execute('PRAGMA journal_mode = WAL')
 
     # oslo.db has pysqlite leave transactions to SQLAlchemy and emits a
     # plain BEGIN itself; make that BEGIN take the write lock.
@@ -44,6 +46,11 @@ def _serialize_sqlite_transactions(engine) -> None:
         if statement == 'BEGIN':
             statement = 'BEGIN IMMEDIATE'
         return statement, parameters
+
+
+def transaction(ctxt):
+    """One transaction around several calls of this module."""
+    return _CONTEXT.writer.using(ctxt)
 
 
 def get_engine():

@@ -22,7 +22,7 @@ class FakeVolumeAdapter(base.VolumeAdapter):
         self._path = conf.volume.fake_state_file
 
     @contextlib.contextmanager
-    def _records(self):
+    def _records(self, write: bool = True):
         directory = os.path.dirname(self._path)
         os.makedirs(directory, exist_ok=True)
         with lockutils.lock('fake-volumes', external=True,
@@ -33,6 +33,8 @@ class FakeVolumeAdapter(base.VolumeAdapter):
             except FileNotFoundError:
                 records = {'volumes': {}, 'attachments': {}}
             yield records
+            if not write:
+                return
             tmp_path = self._path + '.tmp'
             with open(tmp_path, 'w') as state_file:
                 json.dump(records, state_file)
@@ -63,13 +65,13 @@ class FakeVolumeAdapter(base.VolumeAdapter):
             return self._present(records, volume)
 
     def get_volume(self, ctxt, volume_id):
-        with self._records() as records:
+        with self._records(write=False) as records:
             if volume_id not in records['volumes']:
                 raise exception.VolumeNotFound(volume_id=volume_id)
             return self._present(records, records['volumes'][volume_id])
 
     def list_volumes(self, ctxt):
-        with self._records() as records:
+        with self._records(write=False) as records:
             return [self._present(records, volume)
                     for volume in records['volumes'].values()]
 
@@ -104,7 +106,7 @@ class FakeVolumeAdapter(base.VolumeAdapter):
             raise exception.AttachmentNotFound(attachment_id=attachment_id)
 
     def attachment_get(self, ctxt, attachment_id):
-        with self._records() as records:
+        with self._records(write=False) as records:
             return self._attachment(records, attachment_id)
 
     def attachment_update(self, ctxt, attachment_id, connector):

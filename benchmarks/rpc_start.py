@@ -1,0 +1,140 @@
+"""The block-storage start round trip against a bare oslo.messaging call.
+
+Both run in this process against the same RabbitMQ (a vhost of their own),
+side by side:
+
+* bare: an oslo.messaging call to an echo endpoint served in this process;
+* volmig: ``MigrationClient.start`` and ``cancel`` through separate
+  volmig-api, volmig-conductor and volmig-compute (fake driver) processes.
+
+It prints p50 and p99 of each, and the ratio of start to the bare call.
+DESIGN section 8 targets start p50 <= 3x a bare call.
+"""
+
+# The backend must be chosen before oslo.messaging is imported.
+from volmig import concurrency  # noqa: I001
+
+concurrency.init_threading()
+
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import fixtures  # noqa: E402
+import oslo_messaging as messaging  # noqa: E402
+
+from volmig import client  # noqa: E402
+from volmig.conductor import rpcapi as conductor_rpcapi  # noqa: E402
+from volmig import config  # noqa: E402
+from volmig.conf import CONF  # noqa: E402
+from volmig import context as volmig_context  # noqa: E402
+from volmig.db import api as db_api  # noqa: E402
+from volmig.db import migration  # noqa: E402
+from volmig import rpc  # noqa: E402
+from volmig import states  # noqa: E402
+from volmig.tests.integration import cluster  # noqa: E402
+from volmig import volume  # noqa: E402
+
+
+class Echo:
+    target = messaging.Target(version='1.0')
+
+    def echo(self, ctxt, value):
+        return value
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    ms = sorted(s * 1000 for s in samples)
+    p99 = ms[min(len(ms) - 1, int(round(0.99 * (len(ms) - 1))))]
+    return statistics.median(ms), p99
+
+
+def timed(call) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def bare_calls(ctxt, iterations: int) -> list[float]:
+    server = rpc.get_server('volmig-bench-echo', 'bench', [Echo()])
+    server.start()
+    try:
+        echo = rpc.get_client('volmig-bench-echo', '1.0').prepare(
+            server='bench')
+        for _ in range(10):
+            echo.call(ctxt, 'echo', value='warm-up')
+        return [timed(lambda: echo.call(ctxt, 'echo', value='x'))
+                for _ in range(iterations)]
+    finally:
+        server.stop()
+        server.wait()
+
+
+def volmig_round_trips(iterations: int):
+    admin = volmig_context.get_admin_context()
+    ctxt = volmig_context.get_service_context()
+    conductor = conductor_rpcapi.ConductorAPI()
+    migrations = client.MigrationClient(poll_interval=0.01)
+    src = volume.get_adapter().create_volume(admin, 16)
+    [server] = conductor.build_instances(
+        admin, 'bench', [{'volume_id': src['id']}], 1, None)
+    while conductor.instance_get(admin, server['uuid'])['vm_state'] \
+            != states.VM_ACTIVE:
+        time.sleep(0.05)
+    attachment = conductor.instance_get(
+        admin, server['uuid'])['block_devices'][0]['attachment_id']
+    starts, cancels = [], []
+    for _ in range(iterations):
+        migration = {}
+        starts.append(timed(lambda: migration.update(
+            migrations.start(ctxt, attachment))))
+        cancels.append(timed(lambda: migrations.cancel(ctxt, attachment)))
+        # Not timed: the next start needs this one to have ended.
+        migrations.wait_for(ctxt, migration['id'], states.CANCELLED)
+    return starts, cancels
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--iterations', type=int, default=200)
+    parser.add_argument('--db-url', help='database of the conductor '
+                        '(default: SQLite in a temporary directory)')
+    args = parser.parse_args()
+
+    with fixtures.TempDir() as tmp, cluster.VhostFixture() as vhost:
+        db_url = args.db_url or 'sqlite:///%s/volmig.sqlite' % tmp.path
+        config.parse_args([], default_config_files=[], setup_logging=False)
+        CONF.set_override('transport_url', vhost.url)
+        CONF.set_override('state_path', tmp.path)
+        db_api.configure(db_url)
+        migration.upgrade()
+        rpc.init()
+        services = cluster.Cluster(
+            tmp.path, vhost.url, db_url, ['compute-1'],
+            options={('DEFAULT', 'report_interval'): 2})
+        with services:
+            services.wait_until_registered()
+            ctxt = volmig_context.get_service_context()
+            bare = bare_calls(ctxt, args.iterations)
+            starts, cancels = volmig_round_trips(args.iterations)
+        rpc.cleanup()
+
+    database = db_url.split(':', 1)[0]
+    print('RabbitMQ 127.0.0.1, %d iterations, conductor database %s'
+          % (args.iterations, database))
+    print('%-34s %9s %9s' % ('', 'p50 ms', 'p99 ms'))
+    rows = [('bare oslo.messaging call', bare),
+            ('volmig start (call)', starts),
+            ('volmig cancel (accepted)', cancels),
+            ('volmig start + cancel',
+             [s + c for s, c in zip(starts, cancels, strict=True)])]
+    for label, samples in rows:
+        print('%-34s %9.2f %9.2f' % ((label,) + percentiles(samples)))
+    bare_p50, _ = percentiles(bare)
+    start_p50, _ = percentiles(starts)
+    print('start p50 / bare call p50: %.1fx (target <= 3x)'
+          % (start_p50 / bare_p50))
+
+
+if __name__ == '__main__':
+    main()
