@@ -24,16 +24,16 @@ import fixtures  # noqa: E402
 import oslo_messaging as messaging  # noqa: E402
 
 from volmig import client  # noqa: E402
-from volmig.conductor import rpcapi as conductor_rpcapi  # noqa: E402
 from volmig import config  # noqa: E402
-from volmig.conf import CONF  # noqa: E402
 from volmig import context as volmig_context  # noqa: E402
-from volmig.db import api as db_api  # noqa: E402
-from volmig.db import migration  # noqa: E402
 from volmig import rpc  # noqa: E402
 from volmig import states  # noqa: E402
-from volmig.tests.integration import cluster  # noqa: E402
 from volmig import volume  # noqa: E402
+from volmig.conductor import rpcapi as conductor_rpcapi  # noqa: E402
+from volmig.conf import CONF  # noqa: E402
+from volmig.db import api as db_api  # noqa: E402
+from volmig.db import migration  # noqa: E402
+from volmig.tests.integration import cluster  # noqa: E402
 
 
 class Echo:
@@ -85,9 +85,9 @@ def volmig_round_trips(iterations: int):
         admin, server['uuid'])['block_devices'][0]['attachment_id']
     starts, cancels = [], []
     for _ in range(iterations):
-        migration = {}
-        starts.append(timed(lambda: migration.update(
-            migrations.start(ctxt, attachment))))
+        began = time.perf_counter()
+        migration = migrations.start(ctxt, attachment)
+        starts.append(time.perf_counter() - began)
         cancels.append(timed(lambda: migrations.cancel(ctxt, attachment)))
         # Not timed: the next start needs this one to have ended.
         migrations.wait_for(ctxt, migration['id'], states.CANCELLED)

@@ -304,4 +304,7 @@ def migrations_older_than(ctxt, status: str,
         return _dicts(session.scalars(sa.select(
             models.VolumeMigration).where(
                 models.VolumeMigration.status == status,
-                models.VolumeMigration.updated_at < cutoff)))
+                # A row never updated since its insert has no updated_at.
+                sa.func.coalesce(models.VolumeMigration.updated_at,
+                                 models.VolumeMigration.created_at)
+                < cutoff)))
