@@ -55,7 +55,7 @@ def get_client(topic: str, version: str, version_cap: str | None = None,
     return messaging.get_rpc_client(
         transport(), target, version_cap=version_cap,
         serializer=RequestContextSerializer(),
-        timeout=timeout or CONF.rpc_call_timeout)
+        timeout=timeout)
 
 
 def get_server(topic: str, server: str, endpoints: list):

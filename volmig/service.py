@@ -20,7 +20,7 @@ LOG = logging.getLogger(__name__)
 
 API = 'volmig-api'
 CONDUCTOR = 'volmig-conductor'
-COMPUTE = 'volmig-compute'
+COMPUTE = compute_rpcapi.BINARY
 
 _KINDS: dict[str, tuple[str, typing.Any]] = {
     API: (api_manager.TOPIC, api_manager.APIManager),

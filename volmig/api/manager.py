@@ -38,7 +38,8 @@ class APIManager:
         self.conductor = conductor_rpcapi.ConductorAPI()
         self.compute = compute_rpcapi.ComputeAPI(
             lambda: self.conductor.service_min_version(
-                volmig_context.get_admin_context(), 'volmig-compute'))
+                volmig_context.get_admin_context(),
+                compute_rpcapi.BINARY))
 
     def service_record(self) -> tuple[str, dict]:
         return RPC_API_VERSION, {}

@@ -21,7 +21,8 @@ from volmig.conf import CONF
 
 LOG = logging.getLogger(__name__)
 
-TOPIC = 'volmig-compute'
+# The agent's binary name, which is also its RPC topic.
+BINARY = TOPIC = 'volmig-compute'
 RPC_API_VERSION = '1.1'
 READONLY_ATTACH_VERSION = '1.1'
 

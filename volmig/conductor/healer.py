@@ -9,6 +9,7 @@ import datetime
 from oslo_log import log as logging
 
 from volmig import states
+from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import instances as instance_conductor
 from volmig.conductor import migrations as migration_conductor
 from volmig.conf import CONF
@@ -38,7 +39,7 @@ class Healer:
     def run(self, ctxt) -> None:
         down = {service['host']: service
                 for service in db.service_get_all(
-                    ctxt, instance_conductor.COMPUTE_BINARY)
+                    ctxt, compute_rpcapi.BINARY)
                 if not instance_conductor.service_is_up(service)}
         self._fail_stranded_migrations(ctxt, down)
         self._fail_unclaimed_migrations(ctxt)

@@ -18,8 +18,6 @@ from volmig.db import api as db
 
 LOG = logging.getLogger(__name__)
 
-COMPUTE_BINARY = 'volmig-compute'
-
 
 def service_is_up(service: dict) -> bool:
     age = timeutils.delta_seconds(service['last_seen_at'],
@@ -53,13 +51,14 @@ class InstanceConductor:
 
     def _choose_host(self, ctxt, host: str | None) -> dict:
         if host:
-            service = db.service_get(ctxt, COMPUTE_BINARY, host)
+            service = db.service_get(ctxt, compute_rpcapi.BINARY, host)
             if not service_is_up(service):
                 raise exception.NoValidHost(
                     reason='the agent on host %s is down' % host)
             return service
-        candidates = [s for s in db.service_get_all(ctxt, COMPUTE_BINARY)
-                      if service_is_up(s)]
+        candidates = [
+            s for s in db.service_get_all(ctxt, compute_rpcapi.BINARY)
+            if service_is_up(s)]
         if not candidates:
             raise exception.NoValidHost(reason='no compute agent is up')
         load = {s['host']: 0 for s in candidates}
@@ -201,7 +200,7 @@ class InstanceConductor:
                                                       instance_uuid))
         rules.check_can_attach(volume, db.migration_get_all(
             ctxt, status=states.IN_PROGRESS, volume_id=volume_id))
-        service = db.service_get(ctxt, COMPUTE_BINARY, instance['host'])
+        service = db.service_get(ctxt, compute_rpcapi.BINARY, instance['host'])
         self._check_readonly(service, [attach_mode])
         instance = self._begin_task(ctxt, instance_uuid, 'attach a volume to',
                                     states.TASK_ATTACHING)

@@ -37,7 +37,7 @@ class ConductorManager:
         volume_api = volume.get_adapter()
         compute_api = compute_rpcapi.ComputeAPI(
             lambda: min_service_version(volmig_context.get_admin_context(),
-                                        instances.COMPUTE_BINARY))
+                                        compute_rpcapi.BINARY))
         self.instances = instances.InstanceConductor(volume_api, compute_api)
         self.migrations = migrations.MigrationConductor(volume_api)
         self.healer = healer.Healer(self.migrations)

@@ -11,12 +11,12 @@ from oslo_utils import uuidutils
 
 from volmig import exception
 from volmig import states
+from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import rules
 from volmig.db import api as db
 
 LOG = logging.getLogger(__name__)
 
-COMPUTE_BINARY = 'volmig-compute'
 # A start repeated in these statuses returns the migration it started.
 _STARTED_ALREADY = frozenset({states.STARTED}) | states.COMPLETE_REQUESTED
 
@@ -77,7 +77,8 @@ class MigrationConductor:
             attached = [db.instance_get(ctxt, other['instance_uuid'])
                         for other in db.bdm_get_all(
                             ctxt, volume_id=volume['id'])]
-            service = db.service_get(ctxt, COMPUTE_BINARY, instance['host'])
+            service = db.service_get(ctxt, compute_rpcapi.BINARY,
+                                     instance['host'])
             mode = rules.choose_migration_mode(
                 instance, volume, attached, service['capabilities'])
             try:

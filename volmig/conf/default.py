@@ -25,8 +25,6 @@ service_opts = [
                help='Seconds after the last heartbeat at which a service is '
                     'considered down. Work on a down compute agent is '
                     'failed by the conductor.'),
-    cfg.IntOpt('rpc_call_timeout', default=60, min=1,
-               help='Seconds to wait for the answer to an RPC call.'),
 ]
 
 

@@ -30,7 +30,7 @@ class ConfFixture(fixtures.Fixture):
         self.state_path = self.useFixture(fixtures.TempDir()).path
         self.conf(state_path=self.state_path, transport_url='fake://',
                   host='test-host', report_interval=1, service_down_time=5,
-                  rpc_call_timeout=20)
+                  rpc_response_timeout=20)
         self.conf(job_poll_interval=0.05, group='compute')
 
 

@@ -47,7 +47,7 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
             self.hosts, options={
                 ('DEFAULT', 'report_interval'): 1,
                 ('DEFAULT', 'service_down_time'): 4,
-                ('DEFAULT', 'rpc_call_timeout'): 30,
+                ('DEFAULT', 'rpc_response_timeout'): 30,
                 ('DEFAULT', 'debug'): True,
                 ('conductor', 'heal_interval'): 1,
                 ('compute', 'job_poll_interval'): 0.1},
