@@ -24,8 +24,7 @@ __version__ = '1.0.0'
 TOPIC = 'volmig-api'
 RPC_API_VERSION = '1.0'
 # From these on, the caller may remove src.
-SRC_RELEASED_OR_LATER = frozenset({states.SRC_RELEASED, states.COMMITTING,
-                                   states.COMPLETED})
+SRC_RELEASED_OR_LATER = states.COMPLETE_REQUESTED - {states.COMPLETING}
 
 
 class MigrationClient:

@@ -181,12 +181,13 @@ class MigrationConductor:
 
     def report_progress(self, ctxt, migration_id: str, bytes_done: int,
                         bytes_total: int) -> dict:
-        current = db.migration_get(ctxt, migration_id)
-        # Progress never goes backwards, even if reports arrive out of
-        # order.
-        return present(db.migration_update(ctxt, migration_id, {
-            'bytes_done': max(current['bytes_done'], bytes_done),
-            'bytes_total': max(current['bytes_total'], bytes_total)}))
+        with db.transaction(ctxt):
+            current = db.migration_get(ctxt, migration_id)
+            # Progress never goes backwards, even if reports arrive out of
+            # order.
+            return present(db.migration_update(ctxt, migration_id, {
+                'bytes_done': max(current['bytes_done'], bytes_done),
+                'bytes_total': max(current['bytes_total'], bytes_total)}))
 
     def fail(self, ctxt, migration_id: str, reason: str,
              recovery_needed: bool) -> dict:

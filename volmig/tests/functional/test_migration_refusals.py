@@ -65,12 +65,18 @@ class MigrationRefusalTest(base.ServicesTestCase):
         self.assertEqual(states.TASK_VOLUME_MIGRATING, server['task_state'])
         self.assertEqual(1, len(server['block_devices']))
 
-    def test_second_start_on_the_same_volume_refused(self):
+    def test_start_refused_while_the_server_has_another_migration(self):
         server, bdm = self.create_server()
+        vol = self.volumes.create_volume(self.admin, 16)
+        second = self.conductor.attach_volume(self.user, server['uuid'],
+                                              vol['id'])
         first = self.client.start(self.ctxt, bdm['attachment_id'])
-        self.assertEqual(first['id'], self.client.start(
-            self.ctxt, bdm['attachment_id'])['id'])
-        self.assertEqual(1, len(self.client.list(self.ctxt)))
+        exc = self.assertRaises(exception.MigrationInProgress,
+                                self.client.start, self.ctxt,
+                                second['attachment_id'])
+        self.assertIn(server['uuid'], str(exc))
+        self.assertEqual([first['id']], [m['id'] for m in self.client.list(
+            self.ctxt, instance_uuid=server['uuid'])])
 
     def test_bad_input_to_every_client_method(self):
         server, bdm = self.create_server()
