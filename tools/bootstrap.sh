@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Prepares a fresh Debian machine for volmig: system packages, a virtualenv
-# with volmig and its test requirements in .venv, and a running RabbitMQ.
+# Prepares a fresh Debian machine for volmig: system packages (RabbitMQ,
+# QEMU), a virtualenv with volmig and its test requirements in .venv, and a
+# running RabbitMQ.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
 command -v rabbitmqctl >/dev/null 2>&1 || need_apt+=(rabbitmq-server)
+command -v qemu-system-x86_64 >/dev/null 2>&1 || need_apt+=(qemu-system-x86)
+command -v qemu-img >/dev/null 2>&1 || need_apt+=(qemu-utils)
 python3 -m venv --help >/dev/null 2>&1 || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive

@@ -135,3 +135,21 @@ class MigrationFailed(VolmigException):
 
 class DriverError(VolmigException):
     msg_fmt = 'The compute driver failed to %(action)s: %(reason)s'
+
+
+class MonitorError(DriverError):
+    msg_fmt = 'QEMU refused %(command)s on guest %(guest)s: %(reason)s'
+
+
+class DestinationMismatch(Invalid):
+    msg_fmt = ('The destination %(what)s does not match the source of '
+               'volume migration %(migration_id)s: %(reason)s')
+
+
+class PoolNotFound(NotFound):
+    msg_fmt = 'Storage pool %(pool)s does not exist.'
+
+
+class ChecksumMismatch(VolmigException):
+    msg_fmt = ('The copy of volume %(volume_id)s differs from its source '
+               '(sha256 %(src)s != %(dst)s).')

@@ -1,0 +1,1 @@
+"""The QEMU compute driver: guests are QEMU processes driven over QMP."""

@@ -1,0 +1,468 @@
+"""The QEMU driver: live volume migration with a local overlay.
+
+The QMP sequence is DESIGN section 6. Start snapshots the volume's node
+into a host-local qcow2 overlay, so src gets no more writes. Complete
+opens dst, reopens the overlay onto it, closes src, and commits the
+overlay into dst as a tracked job. Cancel commits the overlay back into
+src. Each step is written to the job journal first.
+
+A read-only disk gets no overlay at start: nothing can write to it, so
+src is frozen already. On complete it gets an empty read-only overlay
+(a shim) only so that its backing can be switched to dst; the shim is
+dropped when the guest next starts.
+"""
+
+import os
+import shutil
+import subprocess  # nosec B404 -- qemu-img is part of the hypervisor
+
+from oslo_log import log as logging
+
+from volmig import exception
+from volmig import states
+from volmig.compute.drivers import base
+from volmig.compute.drivers.qemu import guest as guest_mod
+from volmig.compute.drivers.qemu import journal as journal_mod
+from volmig.compute.drivers.qemu import monitor as qmp
+from volmig.conf import compute as compute_conf
+
+LOG = logging.getLogger(__name__)
+
+# What a finished commit job means, by the action that started it.
+FINAL_STATUS = {'cancel': states.CANCELLED, 'complete': states.COMPLETED}
+
+
+def volume_path(connection_info: dict) -> str:
+    if (connection_info or {}).get('driver_volume_type') != 'file':
+        raise exception.DriverError(
+            action='attach a volume',
+            reason='the qemu driver needs "file" connection info, not %r'
+            % (connection_info or {}).get('driver_volume_type'))
+    return connection_info['data']['path']
+
+
+class QemuDriver(base.ComputeDriver):
+
+    def __init__(self, conf):
+        super().__init__(conf)
+        root = compute_conf.state_path(conf)
+        self._guests_dir = os.path.join(root, 'guests')
+        self.journal = journal_mod.Journal(os.path.join(root, 'jobs'))
+        self._loop: qmp.EventLoop | None = None
+        self._guests: dict[str, guest_mod.Guest] = {}
+
+    @property
+    def capabilities(self):
+        return {base.LIVE_VOLUME_MIGRATION: True, base.MULTIATTACH: True,
+                base.READONLY_ATTACH: True}
+
+    # Agent start and stop.
+
+    def _event_loop(self) -> qmp.EventLoop:
+        if self._loop is None:
+            self._loop = qmp.EventLoop()
+        return self._loop
+
+    def init_host(self, host):
+        os.makedirs(self._guests_dir, exist_ok=True)
+        for uuid in sorted(os.listdir(self._guests_dir)):
+            guest = self._new_guest(uuid)
+            try:
+                guest.load()
+            except FileNotFoundError:
+                continue
+            if guest.is_running():
+                guest.connect()
+                LOG.info('Reconnected to running guest %s', uuid)
+            self._guests[uuid] = guest
+
+    def cleanup_host(self):
+        for guest in self._guests.values():
+            guest.disconnect()
+        if self._loop is not None:
+            self._loop.stop()
+            self._loop = None
+
+    def stop_guests(self) -> None:
+        """Shut every guest off, for the embedded default's exit."""
+        for guest in self._guests.values():
+            guest.shutdown()
+
+    # Guests.
+
+    def _new_guest(self, uuid: str) -> guest_mod.Guest:
+        return guest_mod.Guest(self.conf, os.path.join(self._guests_dir,
+                                                       uuid),
+                               uuid, self._event_loop())
+
+    def _guest(self, instance) -> guest_mod.Guest:
+        try:
+            return self._guests[instance['uuid']]
+        except KeyError:
+            raise exception.InstanceNotFound(instance_uuid=instance['uuid'])
+
+    @staticmethod
+    def _new_disk(bdm: dict, slot: int) -> dict:
+        return {'volume_id': bdm['volume_id'],
+                'attachment_id': bdm['attachment_id'],
+                'attach_mode': bdm['attach_mode'],
+                'path': volume_path(bdm['connection_info']),
+                'slot': slot, 'gen': 0, 'overlay': None}
+
+    def _set_disks(self, guest, block_devices) -> None:
+        slots = {volume_id: disk['slot']
+                 for volume_id, disk in guest.disks.items()}
+        disks = {}
+        for bdm in block_devices:
+            slot = slots.get(bdm['volume_id'], len(disks))
+            disk = guest.disks.get(bdm['volume_id']) or self._new_disk(
+                bdm, slot)
+            disk.update(attachment_id=bdm['attachment_id'],
+                        attach_mode=bdm['attach_mode'],
+                        path=volume_path(bdm['connection_info']))
+            disks[bdm['volume_id']] = disk
+        guest.record['disks'] = disks
+        guest.save()
+
+    def spawn(self, instance, block_devices):
+        guest = self._new_guest(instance['uuid'])
+        with guest.lock:
+            self._set_disks(guest, block_devices)
+            self._guests[guest.uuid] = guest
+            try:
+                guest.launch()
+            except Exception:
+                guest.shutdown()
+                raise
+
+    def destroy(self, instance):
+        guest = self._guests.pop(instance['uuid'], None)
+        if guest is None:
+            return
+        with guest.lock:
+            guest.shutdown()
+            shutil.rmtree(guest.directory, ignore_errors=True)
+
+    def power_off(self, instance):
+        guest = self._guest(instance)
+        with guest.lock:
+            guest.shutdown()
+
+    def power_on(self, instance, block_devices):
+        guest = self._guest(instance)
+        with guest.lock:
+            if guest.is_running():
+                return
+            self._set_disks(guest, block_devices)
+            guest.launch()
+
+    def get_power_state(self, instance):
+        guest = self._guests.get(instance['uuid'])
+        if guest is None:
+            return states.POWER_NOSTATE
+        return (states.POWER_RUNNING if guest.is_running()
+                else states.POWER_SHUTDOWN)
+
+    def attach_volume(self, instance, bdm):
+        guest = self._guest(instance)
+        with guest.lock:
+            disk = self._new_disk(bdm, guest.free_slot())
+            if guest.is_running():
+                guest.plug(disk)
+            guest.disks[bdm['volume_id']] = disk
+            guest.save()
+
+    def detach_volume(self, instance, bdm):
+        guest = self._guest(instance)
+        with guest.lock:
+            disk = guest.disks.get(bdm['volume_id'])
+            if disk is None:
+                return
+            if guest.is_running():
+                guest.unplug(disk)
+            del guest.disks[bdm['volume_id']]
+            guest.save()
+
+    # Volume migration.
+
+    def _img(self, *args: str) -> None:
+        result = subprocess.run(  # nosec B603
+            [self.conf.qemu.img_binary, *args], capture_output=True,
+            text=True, check=False)
+        if result.returncode:
+            raise exception.DriverError(action='run qemu-img %s' % args[0],
+                                        reason=result.stderr.strip())
+
+    def _live_disk(self, instance, bdm):
+        guest = self._guest(instance)
+        return guest, guest.disks[bdm['volume_id']]
+
+    def migration_start(self, instance, bdm, migration):
+        guest, disk = self._live_disk(instance, bdm)
+        with guest.lock:
+            running = guest.is_running()
+            if migration['mode'] == states.MODE_OFFLINE or not running:
+                if running:
+                    raise exception.InstanceMustBeShutOff(
+                        host=migration['host'],
+                        instance_uuid=instance['uuid'])
+                if migration['mode'] == states.MODE_LIVE:
+                    raise exception.DriverError(
+                        action='start a live volume migration',
+                        reason='guest %s is not running' % guest.uuid)
+                return {}
+            if disk['attach_mode'] == 'ro' or disk.get('overlay'):
+                # Read-only: src is frozen already. Overlay: a repeat.
+                return {}
+            return {'start': self._snapshot(guest, disk, migration['id'],
+                                            read_only=False)}
+
+    def _snapshot(self, guest, disk, migration_id: str,
+                  read_only: bool) -> float:
+        """Put a new overlay on top of the disk's node; returns the pause."""
+        path = guest.path('overlay-%s.qcow2' % migration_id)
+        overlay = {'path': path, 'gen': disk['gen'], 'sealed': read_only}
+        names = guest_mod.node_names(dict(disk, overlay=overlay))
+        self.journal.record(migration_id, 'snapshot', action='start',
+                            instance_uuid=guest.uuid,
+                            volume_id=disk['volume_id'], overlay=overlay)
+        try:
+            self._img('create', '-q', '-f', 'qcow2', '-b', disk['path'],
+                      '-F', 'raw', path)
+            guest.add_overlay_node(names['overlay'], path, backing=None,
+                                   read_only=read_only)
+            pause = guest.timed('blockdev-snapshot', node=names['base'],
+                                overlay=names['overlay'])
+        except Exception:
+            self._forget_overlay(guest, names['overlay'], path)
+            self.journal.close(migration_id)
+            raise
+        disk['overlay'] = overlay
+        guest.save()
+        self.journal.close(migration_id)
+        return pause
+
+    @staticmethod
+    def _forget_overlay(guest, node: str, path: str) -> None:
+        """Undo a snapshot that did not happen."""
+        for name in (node, node + 'f'):
+            try:
+                guest.execute('blockdev-del', **{'node-name': name})
+            except exception.DriverError:
+                pass
+        if os.path.exists(path):
+            os.unlink(path)
+
+    def migration_cancel(self, instance, bdm, migration):
+        guest, disk = self._live_disk(instance, bdm)
+        with guest.lock:
+            overlay = disk.get('overlay')
+            if not overlay or overlay['sealed']:
+                return base.FinishedJob()
+            if not guest.is_running():
+                # The guest went down after start: merge on disk.
+                self._img('commit', '-q', '-f', 'qcow2', overlay['path'])
+                self.drop_overlay_file(guest, disk)
+                return base.FinishedJob()
+            return self._commit(guest, disk, migration['id'], 'cancel')
+
+    def _check_dst(self, disk, dst_path: str, migration_id: str) -> None:
+        # blockdev-reopen takes a backing node of the wrong size without a
+        # word, so the size is checked before anything switches.
+        try:
+            dst_size = os.stat(dst_path).st_size
+        except FileNotFoundError:
+            raise exception.DestinationMismatch(
+                what='volume', migration_id=migration_id,
+                reason='%s does not exist' % dst_path)
+        src_size = os.stat(disk['path']).st_size
+        if dst_size != src_size:
+            raise exception.DestinationMismatch(
+                what='volume', migration_id=migration_id,
+                reason='it has %d bytes, src has %d' % (dst_size, src_size))
+
+    def migration_switch(self, instance, bdm, migration,
+                         dst_connection_info):
+        guest, disk = self._live_disk(instance, bdm)
+        dst_path = volume_path(dst_connection_info)
+        with guest.lock:
+            self._check_dst(disk, dst_path, migration['id'])
+            figures = {}
+            if migration['mode'] == states.MODE_LIVE and guest.is_running():
+                figures = self._switch_live(guest, disk, migration['id'],
+                                            dst_path)
+            elif disk.get('overlay'):
+                # The guest went down after a live start: merge on disk.
+                overlay = disk['overlay']['path']
+                self._img('rebase', '-q', '-u', '-f', 'qcow2', '-b',
+                          dst_path, '-F', 'raw', overlay)
+                self._img('commit', '-q', '-f', 'qcow2', overlay)
+                self.drop_overlay_file(guest, disk)
+            disk.update(path=dst_path,
+                        attachment_id=migration['dst_attachment_id'])
+            guest.save()
+            return figures
+
+    def _switch_live(self, guest, disk, migration_id: str,
+                     dst_path: str) -> dict:
+        read_only = disk['attach_mode'] == 'ro'
+        if not disk.get('overlay'):
+            self._snapshot(guest, disk, migration_id, read_only=True)
+        old = guest_mod.node_names(disk)
+        new = guest_mod.node_names(dict(disk, gen=disk['gen'] + 1))
+        self.journal.record(migration_id, 'switch', action='complete',
+                            instance_uuid=guest.uuid,
+                            volume_id=disk['volume_id'], dst=dst_path)
+        guest.add_volume_node(new['base'], dst_path, read_only)
+        try:
+            pause = guest.timed('blockdev-reopen', options=[{
+                'driver': 'qcow2', 'node-name': old['overlay'],
+                'file': old['overlay_file'], 'backing': new['base'],
+                'read-only': read_only}])
+        except Exception:
+            guest.delete_nodes(new['base'])
+            self.journal.close(migration_id)
+            raise
+        if not read_only:
+            guest.execute('change-backing-file', device=old['overlay'],
+                          **{'image-node-name': old['overlay'],
+                             'backing-file': dst_path})
+        self.journal.record(migration_id, 'release_src')
+        guest.delete_nodes(old['base'])
+        disk['gen'] += 1
+        self.journal.close(migration_id)
+        return {'switch': pause}
+
+    def migration_commit(self, instance, bdm, migration):
+        guest, disk = self._live_disk(instance, bdm)
+        with guest.lock:
+            overlay = disk.get('overlay')
+            if not overlay or overlay['sealed']:
+                return base.FinishedJob()
+            return self._commit(guest, disk, migration['id'], 'complete')
+
+    def _commit(self, guest, disk, migration_id: str,
+                action: str) -> 'CommitJob':
+        names = guest_mod.node_names(disk)
+        job = CommitJob(self, guest, disk['volume_id'], migration_id)
+        self.journal.record(migration_id, 'commit', action=action,
+                            instance_uuid=guest.uuid,
+                            volume_id=disk['volume_id'])
+        guest.execute('block-commit', **{
+            'job-id': job.job_id, 'device': names['overlay'],
+            'base-node': names['base'], 'auto-dismiss': False})
+        return job
+
+    def drop_overlay_file(self, guest, disk) -> None:
+        if os.path.exists(disk['overlay']['path']):
+            os.unlink(disk['overlay']['path'])
+        disk['overlay'] = None
+        guest.save()
+
+    def drop_overlay(self, guest, disk, migration_id: str) -> None:
+        """After a finished commit: close the overlay and delete it."""
+        self.journal.record(migration_id, 'drop_overlay')
+        names = guest_mod.node_names(disk)
+        guest.delete_nodes(names['overlay'])
+        self.drop_overlay_file(guest, disk)
+        self.journal.close(migration_id)
+
+    def recover_jobs(self) -> list[tuple[str, base.Job, str]]:
+        """Pick up the commits a previous agent left running.
+
+        Returns ``(migration_id, job, final_status)`` for each. A start
+        cut short is undone; a switch cut short needs an operator.
+        """
+        recovered = []
+        for entry in self.journal.open_entries():
+            migration_id = entry['migration_id']
+            guest = self._guests.get(entry['instance_uuid'])
+            if guest is None or not guest.is_running():
+                LOG.error('Volume migration %s was in step %s of guest %s, '
+                          'which is gone; it needs recovery by hand',
+                          migration_id, entry['step'],
+                          entry['instance_uuid'])
+                continue
+            if entry['step'] in ('commit', 'drop_overlay'):
+                job = CommitJob(self, guest, entry['volume_id'],
+                                migration_id)
+                recovered.append((migration_id, job,
+                                  FINAL_STATUS[entry['action']]))
+            elif entry['step'] == 'snapshot':
+                disk = guest.disks[entry['volume_id']]
+                if not disk.get('overlay'):
+                    names = guest_mod.node_names(
+                        dict(disk, overlay=entry['overlay']))
+                    self._forget_overlay(guest, names['overlay'],
+                                         entry['overlay']['path'])
+                self.journal.close(migration_id)
+            else:
+                LOG.error('Volume migration %s stopped in step %s of guest '
+                          '%s; it needs recovery by hand', migration_id,
+                          entry['step'], guest.uuid)
+        return recovered
+
+
+class CommitJob(base.Job):
+    """An active block-commit of a disk's overlay into its base."""
+
+    def __init__(self, driver: QemuDriver, guest: guest_mod.Guest,
+                 volume_id: str, migration_id: str):
+        self._driver = driver
+        self._guest = guest
+        self._volume_id = volume_id
+        self._migration_id = migration_id
+        self.job_id = 'commit-%s' % migration_id
+        self.pauses: dict[str, float] = {}
+
+    def poll(self) -> base.JobProgress:
+        guest = self._guest
+        with guest.lock:
+            disk = guest.disks[self._volume_id]
+            found = [job for job in guest.execute('query-jobs')
+                     if job['id'] == self.job_id]
+            if not found:
+                return self._without_qemu_job(disk)
+            job = found[0]
+            done, total = job['current-progress'], job['total-progress']
+            if job['status'] == 'ready':
+                # The last writes drain here: the pause of the switch-over.
+                self.pauses['complete'] = guest.timed('job-complete',
+                                                      id=self.job_id)
+            elif job['status'] == 'concluded':
+                guest.execute('job-dismiss', id=self.job_id)
+                if job.get('error'):
+                    raise exception.DriverError(action='commit the overlay',
+                                                reason=job['error'])
+                self._driver.drop_overlay(guest, disk, self._migration_id)
+                return base.JobProgress(total, total, True)
+            return base.JobProgress(done, total, False)
+
+    def _without_qemu_job(self, disk) -> base.JobProgress:
+        """After an agent restart: the job either ended or never began."""
+        overlay = disk.get('overlay')
+        if overlay is None:
+            self._driver.journal.close(self._migration_id)
+            return base.JobProgress(0, 0, True)
+        names = guest_mod.node_names(disk)
+        nodes = {node['node-name'] for node in self._guest.execute(
+            'query-named-block-nodes', flat=True)}
+        if names['overlay'] not in nodes:
+            self._driver.drop_overlay_file(self._guest, disk)
+        elif self._top_is_overlay(names):
+            self._guest.execute('block-commit', **{
+                'job-id': self.job_id, 'device': names['overlay'],
+                'base-node': names['base'], 'auto-dismiss': False})
+            return base.JobProgress(0, 0, False)
+        else:
+            self._driver.drop_overlay(self._guest, disk,
+                                      self._migration_id)
+        self._driver.journal.close(self._migration_id)
+        return base.JobProgress(0, 0, True)
+
+    def _top_is_overlay(self, names: dict) -> bool:
+        for block in self._guest.execute('query-block'):
+            if block.get('qdev', '').startswith(
+                    '/machine/peripheral/%s/' % names['device']):
+                return block['inserted']['node-name'] == names['overlay']
+        return False

@@ -1,0 +1,64 @@
+"""The job journal: what the agent is about to do to a guest's disk.
+
+One JSON file per migration, rewritten and fsynced before each QMP step,
+so an agent that restarts knows which step it was in and can compare it
+with what QEMU reports (DESIGN section 4).
+"""
+
+import json
+import os
+
+
+def write_json(path: str, record: dict) -> None:
+    """Replace a file atomically and durably."""
+    tmp_path = path + '.tmp'
+    with open(tmp_path, 'w') as handle:
+        json.dump(record, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp_path, path)
+    directory = os.open(os.path.dirname(path), os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+class Journal:
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        os.makedirs(directory, exist_ok=True)
+
+    def _path(self, migration_id: str) -> str:
+        return os.path.join(self.directory, migration_id + '.json')
+
+    def record(self, migration_id: str, step: str, **details) -> dict:
+        """Persist the step about to be taken, with what it needs."""
+        entry = self.get(migration_id) or {'migration_id': migration_id}
+        entry.update(details, step=step)
+        write_json(self._path(migration_id), entry)
+        return entry
+
+    def get(self, migration_id: str) -> dict | None:
+        try:
+            with open(self._path(migration_id)) as handle:
+                return json.load(handle)
+        except FileNotFoundError:
+            return None
+
+    def close(self, migration_id: str) -> None:
+        """The job is over; nothing is left to reconcile."""
+        try:
+            os.unlink(self._path(migration_id))
+        except FileNotFoundError:
+            pass
+
+    def open_entries(self) -> list[dict]:
+        entries = []
+        for name in sorted(os.listdir(self.directory)):
+            if name.endswith('.json'):
+                entry = self.get(name[:-len('.json')])
+                if entry:
+                    entries.append(entry)
+        return entries

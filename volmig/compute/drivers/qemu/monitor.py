@@ -1,0 +1,83 @@
+"""QMP monitors of the guests, all served by one asyncio loop thread.
+
+``qemu.qmp``'s client is asyncio; the agent is threaded. One loop thread
+runs every monitor, and threads submit commands to it. A lock per monitor
+keeps one command in flight per socket: replies of two interleaved users
+of one socket are a real hazard (DESIGN section 6).
+"""
+
+import asyncio
+import threading
+import time
+
+from oslo_log import log as logging
+from qemu.qmp import qmp_client
+
+from volmig import exception
+
+LOG = logging.getLogger(__name__)
+
+
+class EventLoop:
+    """A daemon thread running an asyncio loop for the monitors."""
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever,
+                                        name='qmp-loop', daemon=True)
+        self._thread.start()
+
+    def run(self, coroutine, timeout: float):
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        return future.result(timeout)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+
+
+class Monitor:
+
+    def __init__(self, loop: EventLoop, socket_path: str, guest: str,
+                 timeout: float):
+        self._loop = loop
+        self._socket_path = socket_path
+        self._guest = guest
+        self._timeout = timeout
+        self._client = qmp_client.QMPClient(guest)
+        self._lock = threading.Lock()
+
+    def connect(self) -> None:
+        self._loop.run(self._client.connect(self._socket_path),
+                       self._timeout)
+
+    def execute(self, command: str, **arguments):
+        with self._lock:
+            try:
+                return self._loop.run(
+                    self._client.execute(command, arguments or None),
+                    self._timeout)
+            except qmp_client.ExecuteError as exc:
+                raise exception.MonitorError(command=command,
+                                             guest=self._guest,
+                                             reason=exc.error.desc)
+
+    def timed(self, command: str, **arguments) -> float:
+        """Run a command and return its round trip in milliseconds.
+
+        For the steps that drain guest I/O, the round trip is the pause
+        the guest sees.
+        """
+        began = time.perf_counter()
+        self.execute(command, **arguments)
+        elapsed = (time.perf_counter() - began) * 1000
+        LOG.debug('%s on guest %s took %.2f ms', command, self._guest,
+                  elapsed)
+        return elapsed
+
+    def close(self) -> None:
+        try:
+            self._loop.run(self._client.disconnect(), self._timeout)
+        except (EOFError, OSError):
+            # QEMU closes the socket first after "quit".
+            pass

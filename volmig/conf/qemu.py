@@ -1,0 +1,38 @@
+from oslo_config import cfg
+
+qemu_group = cfg.OptGroup('qemu', title='QEMU compute driver options')
+
+qemu_opts = [
+    cfg.StrOpt('binary', default='qemu-system-x86_64',
+               help='The QEMU system emulator that runs guests.'),
+    cfg.StrOpt('img_binary', default='qemu-img',
+               help='qemu-img, used to create and merge overlays.'),
+    cfg.IntOpt('memory_mb', default=64, min=16,
+               help='Guest memory. Guests run no OS (their CPUs stay '
+                    'paused), so a little is enough.'),
+    cfg.IntOpt('max_disks', default=8, min=1, max=32,
+               help='Hot-pluggable PCIe ports per guest, which bounds the '
+                    'volumes one guest can have.'),
+    cfg.BoolOpt('direct_io', default=True,
+                help='Open volumes with O_DIRECT (cache.direct). Without '
+                     'it dirty page cache makes the final switch-over '
+                     'pause several times longer.'),
+    cfg.BoolOpt('export_disks', default=False,
+                help='Export every attached volume over NBD on a unix '
+                     'socket in the guest\'s directory, named by volume '
+                     'id, writable for "rw" attachments. It stands in for '
+                     'the guest OS in tests, demos and benchmarks: writes '
+                     'through it reach the same block nodes as the '
+                     'guest\'s.'),
+    cfg.FloatOpt('qmp_timeout', default=30.0, min=1.0,
+                 help='Seconds to wait for one QMP command.'),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(qemu_group)
+    conf.register_opts(qemu_opts, group=qemu_group)
+
+
+def list_opts():
+    return [(qemu_group, qemu_opts)]
