@@ -15,17 +15,21 @@ from volmig.conductor import manager as conductor_manager
 from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
 from volmig.db import api as db_api
+from volmig.storage import manager as storage_manager
+from volmig.volume import file as file_api
 
 LOG = logging.getLogger(__name__)
 
 API = 'volmig-api'
 CONDUCTOR = 'volmig-conductor'
 COMPUTE = compute_rpcapi.BINARY
+VOLUME = 'volmig-volume'
 
 _KINDS: dict[str, tuple[str, typing.Any]] = {
     API: (api_manager.TOPIC, api_manager.APIManager),
     CONDUCTOR: (conductor_rpcapi.TOPIC, conductor_manager.ConductorManager),
     COMPUTE: (compute_rpcapi.TOPIC, compute_manager.ComputeManager),
+    VOLUME: (file_api.TOPIC, storage_manager.VolumeManager),
 }
 
 

@@ -11,6 +11,7 @@ from oslo_concurrency import lockutils
 from oslo_log import log as logging
 import oslo_messaging as messaging
 
+from volmig import context
 from volmig import exception
 from volmig import states
 from volmig.compute import drivers
@@ -57,6 +58,12 @@ class ComputeManager:
 
     def init_host(self) -> None:
         self.driver.init_host(self.host)
+        ctxt = context.get_service_context()
+        for migration_id, job, final_status in self.driver.recover_jobs():
+            LOG.info('Resuming the job of volume migration %s',
+                     migration_id)
+            self._run_job(ctxt, {'id': migration_id}, job,
+                          self._finisher(ctxt, migration_id, final_status))
 
     def cleanup_host(self) -> None:
         self.jobs.stop()
@@ -137,14 +144,14 @@ class ComputeManager:
         self.conductor.migration_set_status(ctxt, migration['id'],
                                             states.STARTING)
         try:
-            self.driver.migration_start(self._instance(migration), bdm,
-                                        migration)
+            pauses = self.driver.migration_start(self._instance(migration),
+                                                 bdm, migration)
         except Exception as exc:
             # The driver undoes a failed start, so the guest is on src.
             self._fail(ctxt, migration, exc, recovery_needed=False)
             raise
-        return self.conductor.migration_set_status(ctxt, migration['id'],
-                                                   states.STARTED)
+        return self.conductor.migration_set_status(
+            ctxt, migration['id'], states.STARTED, pauses)
 
     @expected
     @locked_instance
@@ -157,7 +164,9 @@ class ComputeManager:
         except Exception as exc:
             self._fail(ctxt, migration, exc, recovery_needed=True)
             raise
-        self._run_job(ctxt, migration, job, states.CANCELLED)
+        self._run_job(ctxt, migration, job,
+                      self._finisher(ctxt, migration['id'],
+                                     states.CANCELLED))
 
     @expected
     @locked_instance
@@ -166,15 +175,15 @@ class ComputeManager:
                  instance_uuid=migration['instance_uuid'])
         instance = self._instance(migration)
         try:
-            self.driver.migration_switch(instance, bdm, migration,
-                                         dst_connection_info)
+            pauses = self.driver.migration_switch(instance, bdm, migration,
+                                                  dst_connection_info)
         except Exception as exc:
-            # The driver checks dst before switching; a refusal leaves the
-            # guest on src.
-            self._fail(ctxt, migration, exc, recovery_needed=False)
+            # The driver checks dst before it switches anything; the guest
+            # is still on src, through the overlay, which goes back.
+            self._roll_back(ctxt, migration, bdm, exc)
             raise
         self.conductor.migration_set_status(ctxt, migration['id'],
-                                            states.SRC_RELEASED)
+                                            states.SRC_RELEASED, pauses)
         self.conductor.migration_set_status(ctxt, migration['id'],
                                             states.COMMITTING)
         try:
@@ -182,17 +191,41 @@ class ComputeManager:
         except Exception as exc:
             self._fail(ctxt, migration, exc, recovery_needed=True)
             raise
-        self._run_job(ctxt, migration, job, states.COMPLETED)
+        self._run_job(ctxt, migration, job,
+                      self._finisher(ctxt, migration['id'],
+                                     states.COMPLETED))
 
-    def _run_job(self, ctxt, migration, job, final_status):
+    def _roll_back(self, ctxt, migration, bdm, reason):
+        """After a refused switch: merge the overlay back into src."""
+        LOG.error('Volume migration %s refused at complete, going back to '
+                  'src: %s', migration['id'], reason,
+                  instance_uuid=migration['instance_uuid'])
+        try:
+            job = self.driver.migration_cancel(self._instance(migration),
+                                               bdm, migration)
+        except Exception as exc:
+            self._fail(ctxt, migration, exc, recovery_needed=True)
+            return
+
+        def finish(job):
+            self._fail(ctxt, migration, reason, recovery_needed=False)
+        self._run_job(ctxt, migration, job, finish)
+
+    def _finisher(self, ctxt, migration_id, final_status):
+        def finish(job):
+            self.conductor.migration_set_status(ctxt, migration_id,
+                                                final_status, job.pauses)
+        return finish
+
+    def _run_job(self, ctxt, migration, job, finish):
+        """Run a driver job, report its progress, then ``finish(job)``."""
         def report(progress):
             if progress.bytes_total:
                 self.conductor.migration_report_progress(
                     ctxt, migration['id'], progress.bytes_done,
                     progress.bytes_total)
             if progress.finished:
-                self.conductor.migration_set_status(ctxt, migration['id'],
-                                                    final_status)
+                finish(job)
 
         def on_error(exc):
             self._fail(ctxt, migration, exc, recovery_needed=True)

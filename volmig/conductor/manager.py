@@ -150,8 +150,9 @@ class ConductorManager:
         return self.migrations.get_all(ctxt, filters)
 
     @expected
-    def migration_set_status(self, ctxt, migration_id, status):
-        return self.migrations.set_status(ctxt, migration_id, status)
+    def migration_set_status(self, ctxt, migration_id, status, pauses=None):
+        return self.migrations.set_status(ctxt, migration_id, status,
+                                          pauses)
 
     @expected
     def migration_report_progress(self, ctxt, migration_id, bytes_done,

@@ -126,6 +126,9 @@ class MigrationConductor:
         bdm = db.bdm_get_by_attachment(ctxt, src_attachment_id)
         dst = self.volume_api.attachment_get(ctxt, dst_attachment_id)
         rules.check_dst_attachment(migration, dst)
+        rules.check_dst_volume(
+            migration, self.volume_api.get_volume(ctxt, migration['volume_id']),
+            self.volume_api.get_volume(ctxt, dst['volume_id']))
         dst = self.volume_api.attachment_update(
             ctxt, dst_attachment_id,
             _connector(migration['host'], bdm['attach_mode']))
@@ -151,10 +154,13 @@ class MigrationConductor:
         return [present(migration)
                 for migration in db.migration_get_all(ctxt, **filters)]
 
-    def set_status(self, ctxt, migration_id: str, status: str) -> dict:
+    def set_status(self, ctxt, migration_id: str, status: str,
+                   pauses: dict | None = None) -> dict:
         current = db.migration_get(ctxt, migration_id)
         states.check_transition(migration_id, current['status'], status)
         values: dict = {'status': status}
+        if pauses:
+            values['pauses_ms'] = dict(current['pauses_ms'] or {}, **pauses)
         if status == states.SRC_RELEASED:
             self._repoint_to_dst(ctxt, current)
         elif status == states.COMMITTING:

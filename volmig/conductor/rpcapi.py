@@ -3,13 +3,15 @@
 API version history:
 
     1.0 - Initial version.
+    1.1 - migration_set_status takes pauses: the guest I/O pauses, in
+          milliseconds, of the driver steps that led to the status.
 """
 
 from volmig import rpc
 from volmig.conf import CONF
 
 TOPIC = 'volmig-conductor'
-RPC_API_VERSION = '1.0'
+RPC_API_VERSION = '1.1'
 
 
 class ConductorAPI:
@@ -109,9 +111,13 @@ class ConductorAPI:
 
     # Volume migrations: what compute agents report.
 
-    def migration_set_status(self, ctxt, migration_id, status):
-        return self._call(ctxt, 'migration_set_status',
-                          migration_id=migration_id, status=status)
+    def migration_set_status(self, ctxt, migration_id, status, pauses=None):
+        if not pauses:
+            return self._call(ctxt, 'migration_set_status',
+                              migration_id=migration_id, status=status)
+        return self.client.prepare(version='1.1').call(
+            ctxt, 'migration_set_status', migration_id=migration_id,
+            status=status, pauses=pauses)
 
     def migration_report_progress(self, ctxt, migration_id, bytes_done,
                                   bytes_total):

@@ -151,3 +151,15 @@ def check_dst_attachment(migration: dict, dst_attachment: dict) -> None:
             reason='attachment %s belongs to server %s, not to %s' % (
                 dst_attachment['id'], dst_attachment['instance_uuid'],
                 migration['instance_uuid']))
+
+
+def check_dst_volume(migration: dict, src_volume: dict,
+                     dst_volume: dict) -> None:
+    """dst must be a volume of exactly src's size."""
+    if dst_volume['size_mb'] != src_volume['size_mb']:
+        raise exception.DestinationMismatch(
+            what='volume %s' % dst_volume['id'],
+            migration_id=migration['id'],
+            reason='it has %d MiB, src volume %s has %d MiB' % (
+                dst_volume['size_mb'], src_volume['id'],
+                src_volume['size_mb']))

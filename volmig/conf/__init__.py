@@ -12,13 +12,14 @@ from volmig.conf import database
 from volmig.conf import default
 from volmig.conf import fake_driver
 from volmig.conf import qemu
+from volmig.conf import storage
 from volmig.conf import upgrade_levels
 from volmig.conf import volume
 
 CONF = cfg.CONF
 
 MODULES = (default, compute, conductor, database, fake_driver, qemu,
-           upgrade_levels, volume)
+           storage, upgrade_levels, volume)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

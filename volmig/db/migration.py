@@ -5,6 +5,7 @@ import os
 from alembic import command
 from alembic import config as alembic_config
 from alembic import migration as alembic_migration
+from alembic import script as alembic_script
 
 from volmig.db import api as db_api
 
@@ -27,3 +28,7 @@ def current_revision() -> str | None:
     with db_api.get_engine().connect() as connection:
         context = alembic_migration.MigrationContext.configure(connection)
         return context.get_current_revision()
+
+
+def head_revision() -> str | None:
+    return alembic_script.ScriptDirectory(_SCRIPT_LOCATION).get_current_head()

@@ -92,6 +92,8 @@ class VolumeMigration(Base):
     # True when a failure left the guest off src (on an overlay, or in an
     # unknown state) so an operator must recover it.
     recovery_needed = sa.Column(sa.Boolean, nullable=False, default=False)
+    # Guest I/O pauses of the driver's steps, {step: milliseconds}.
+    pauses_ms = sa.Column(sa.JSON)
 
     def to_dict(self) -> dict:
         # The uuid is the migration's only public id.

@@ -23,6 +23,9 @@ class JobProgress:
 class Job(abc.ABC):
     """A long driver operation, such as a block-commit."""
 
+    # Guest I/O pauses of its steps, {step: milliseconds}, once known.
+    pauses: dict[str, float] = {}
+
     @abc.abstractmethod
     def poll(self) -> JobProgress:
         """Advance or inspect the job; never blocks for long."""
@@ -50,6 +53,17 @@ class ComputeDriver(abc.ABC):
 
     def cleanup_host(self) -> None:  # noqa: B027 -- optional hook
         """Release what the driver holds; guests keep running."""
+
+    def stop_guests(self) -> None:  # noqa: B027 -- optional hook
+        """Shut every guest off (the embedded default exits with them)."""
+
+    def recover_jobs(self) -> list[tuple[str, 'Job', str]]:
+        """Jobs a previous agent left running, found from its journal.
+
+        Returns ``(migration_id, job, final_status)`` for each one that
+        can be resumed.
+        """
+        return []
 
     @abc.abstractmethod
     def spawn(self, instance: dict, block_devices: list[dict]) -> None:
@@ -81,11 +95,12 @@ class ComputeDriver(abc.ABC):
 
     @abc.abstractmethod
     def migration_start(self, instance: dict, bdm: dict,
-                        migration: dict) -> None:
+                        migration: dict) -> dict:
         """Stop all writes to the source.
 
         Live: guest writes go to a host-local overlay from now on.
         Offline: the guest is shut off; it is only locked.
+        Returns the guest I/O pauses of the steps, {step: milliseconds}.
         """
 
     @abc.abstractmethod
@@ -95,8 +110,12 @@ class ComputeDriver(abc.ABC):
 
     @abc.abstractmethod
     def migration_switch(self, instance: dict, bdm: dict, migration: dict,
-                         dst_connection_info: dict) -> None:
-        """Put the guest on dst; when it returns src is released."""
+                         dst_connection_info: dict) -> dict:
+        """Put the guest on dst; when it returns src is released.
+
+        A dst that does not fit is refused before anything switches.
+        Returns the guest I/O pauses of the steps, {step: milliseconds}.
+        """
 
     @abc.abstractmethod
     def migration_commit(self, instance: dict, bdm: dict,

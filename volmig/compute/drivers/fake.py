@@ -82,8 +82,9 @@ class FakeDriver(base.ComputeDriver):
             if self.get_power_state(instance) == states.POWER_RUNNING:
                 raise exception.InstanceMustBeShutOff(
                     host=migration['host'], instance_uuid=instance['uuid'])
-            return
+            return {}
         self._disk(instance, bdm).on_overlay = True
+        return {}
 
     def migration_cancel(self, instance, bdm, migration):
         self._disk(instance, bdm).on_overlay = False
@@ -94,6 +95,7 @@ class FakeDriver(base.ComputeDriver):
         disk = self._disk(instance, bdm)
         disk.attachment_id = migration['dst_attachment_id']
         disk.connection_info = dst_connection_info
+        return {}
 
     def migration_commit(self, instance, bdm, migration):
         self._disk(instance, bdm).on_overlay = False

@@ -214,3 +214,15 @@ class CancelCompleteTest(base.BaseTestCase):
                                 _migration(states.STARTED),
                                 {'id': 'd-1', 'instance_uuid': 'i-9'})
         self.assertIn('i-9', str(exc))
+
+    def test_dst_volume_size(self):
+        rules.check_dst_volume(_migration(states.STARTED),
+                               {'id': 'v-1', 'size_mb': 16},
+                               {'id': 'v-2', 'size_mb': 16})
+        exc = self.assertRaises(exception.DestinationMismatch,
+                                rules.check_dst_volume,
+                                _migration(states.STARTED),
+                                {'id': 'v-1', 'size_mb': 16},
+                                {'id': 'v-2', 'size_mb': 32})
+        self.assertIn('32 MiB', str(exc))
+        self.assertEqual(400, exc.code)

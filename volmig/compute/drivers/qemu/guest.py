@@ -21,8 +21,8 @@ import time
 
 from oslo_log import log as logging
 
+from volmig import atomic_file
 from volmig import exception
-from volmig.compute.drivers.qemu import journal
 from volmig.compute.drivers.qemu import monitor as qmp
 
 LOG = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class Guest:
 
     def save(self) -> None:
         os.makedirs(self.directory, exist_ok=True)
-        journal.write_json(self.path('guest.json'), self.record)
+        atomic_file.write_json(self.path('guest.json'), self.record)
 
     @property
     def disks(self) -> dict:

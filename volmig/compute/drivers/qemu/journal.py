@@ -8,20 +8,7 @@ with what QEMU reports (DESIGN section 4).
 import json
 import os
 
-
-def write_json(path: str, record: dict) -> None:
-    """Replace a file atomically and durably."""
-    tmp_path = path + '.tmp'
-    with open(tmp_path, 'w') as handle:
-        json.dump(record, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp_path, path)
-    directory = os.open(os.path.dirname(path), os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+from volmig import atomic_file
 
 
 class Journal:
@@ -37,7 +24,7 @@ class Journal:
         """Persist the step about to be taken, with what it needs."""
         entry = self.get(migration_id) or {'migration_id': migration_id}
         entry.update(details, step=step)
-        write_json(self._path(migration_id), entry)
+        atomic_file.write_json(self._path(migration_id), entry)
         return entry
 
     def get(self, migration_id: str) -> dict | None:

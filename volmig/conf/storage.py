@@ -1,0 +1,32 @@
+from oslo_config import cfg
+
+storage_group = cfg.OptGroup(
+    'storage', title='volmig-volume, the embedded block-storage service')
+
+storage_opts = [
+    cfg.DictOpt('pools', default={},
+                help='Storage pools, NAME:DIRECTORY,... Volumes are raw '
+                     'files in these directories. For several hosts, use '
+                     'directories shared over NFS, mounted at the same '
+                     'path on every host.'),
+    cfg.StrOpt('state_file', default='$state_path/volumes.json',
+               help='Where volmig-volume keeps its volume and attachment '
+                    'records.'),
+    cfg.IntOpt('copy_chunk_kb', default=4096, min=64,
+               help='Size of each read and write of a migration copy. '
+                    'Chunks of zeros are skipped, so dst stays sparse.'),
+    cfg.IntOpt('max_bandwidth_mbps', default=0, min=0,
+               help='Default bandwidth cap of a migration copy in MiB/s; '
+                    '0 for none. A migration request may set its own.'),
+    cfg.IntOpt('migration_workers', default=4, min=1,
+               help='Migrations that copy at the same time.'),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(storage_group)
+    conf.register_opts(storage_opts, group=storage_group)
+
+
+def list_opts():
+    return [(storage_group, storage_opts)]

@@ -1,0 +1,132 @@
+"""Server side of volmig-volume's RPC API (client: ``volume.file``)."""
+
+import os
+
+from oslo_log import log as logging
+import oslo_messaging as messaging
+
+from volmig import exception
+from volmig.conf import CONF
+from volmig.storage import migration
+from volmig.volume import file as file_api
+from volmig.volume import records
+
+LOG = logging.getLogger(__name__)
+
+expected = messaging.expected_exceptions(exception.VolmigException)
+
+
+class FileVolumes(records.VolumeRecords):
+    """Records of volumes that are raw files in pool directories."""
+
+    def connection_info(self, volume, attachment):
+        return {'driver_volume_type': 'file',
+                'data': {'path': volume['path'],
+                         'volume_id': volume['id'],
+                         'access_mode': attachment['attach_mode']}}
+
+    def create_file_volume(self, ctxt, size_mb, pool, pool_dir,
+                           **values) -> dict:
+        volume = self.create_volume(ctxt, size_mb, pool=pool, **values)
+        path = os.path.join(pool_dir, 'volume-%s' % volume['id'])
+        try:
+            with open(path, 'xb') as handle:
+                handle.truncate(size_mb * 1024 * 1024)
+        except Exception:
+            self.delete_volume(ctxt, volume['id'])
+            raise
+        return self.update_volume(volume['id'], path=path)
+
+
+class VolumeManager:
+    target = messaging.Target(version=file_api.RPC_API_VERSION)
+
+    def __init__(self, host: str):
+        self.host = host
+        self.volumes = FileVolumes(CONF.storage.state_file)
+        self.migrator = migration.Migrator(self.volumes, CONF)
+
+    # Service plumbing.
+
+    def service_record(self) -> tuple[str, dict]:
+        return file_api.RPC_API_VERSION, {
+            'pools': sorted(CONF.storage.pools)}
+
+    def periodic_tasks(self):
+        return []
+
+    def init_host(self) -> None:
+        for pool_dir in CONF.storage.pools.values():
+            os.makedirs(pool_dir, exist_ok=True)
+
+    def cleanup_host(self) -> None:
+        self.migrator.stop()
+
+    # Volumes.
+
+    @expected
+    def create_volume(self, ctxt, size_mb, name=None, multiattach=False,
+                      pool=None):
+        if not isinstance(size_mb, int) or size_mb < 1:
+            raise exception.InvalidInput(
+                reason='size_mb must be a positive integer, not %r'
+                % (size_mb,))
+        pool = pool or min(CONF.storage.pools, default=None)
+        if pool is None:
+            raise exception.PoolNotFound(pool='(none configured)')
+        volume = self.volumes.create_file_volume(
+            ctxt, size_mb, pool, self.migrator.pool_path(pool), name=name,
+            multiattach=multiattach)
+        LOG.info('Created volume %s (%d MiB) in pool %s', volume['id'],
+                 size_mb, pool)
+        return volume
+
+    @expected
+    def get_volume(self, ctxt, volume_id):
+        return self.volumes.get_volume(ctxt, volume_id)
+
+    @expected
+    def list_volumes(self, ctxt):
+        return self.volumes.list_volumes(ctxt)
+
+    @expected
+    def list_pools(self, ctxt):
+        return [{'name': name, 'path': path}
+                for name, path in sorted(CONF.storage.pools.items())]
+
+    @expected
+    def delete_volume(self, ctxt, volume_id):
+        volume = self.volumes.get_volume(ctxt, volume_id)
+        if volume.get('migration_status') in migration.MIGRATING:
+            raise exception.MigrationInProgress(
+                what='volume %s' % volume_id, reason='it is migrating')
+        volume = self.volumes.delete_volume(ctxt, volume_id)
+        if os.path.exists(volume['path']):
+            os.unlink(volume['path'])
+
+    @expected
+    def migrate_volume(self, ctxt, volume_id, pool, max_bandwidth_mbps=None):
+        return self.migrator.begin(ctxt, volume_id, pool, max_bandwidth_mbps)
+
+    # Attachments.
+
+    @expected
+    def attachment_create(self, ctxt, volume_id, instance_uuid, mode='rw'):
+        return self.volumes.attachment_create(ctxt, volume_id, instance_uuid,
+                                              mode)
+
+    @expected
+    def attachment_get(self, ctxt, attachment_id):
+        return self.volumes.attachment_get(ctxt, attachment_id)
+
+    @expected
+    def attachment_update(self, ctxt, attachment_id, connector):
+        return self.volumes.attachment_update(ctxt, attachment_id, connector)
+
+    @expected
+    def attachment_complete(self, ctxt, attachment_id):
+        return self.volumes.attachment_complete(ctxt, attachment_id)
+
+    @expected
+    def attachment_delete(self, ctxt, attachment_id):
+        return self.volumes.attachment_delete(ctxt, attachment_id)
