@@ -1,7 +1,9 @@
-"""The embedded default: api, conductor and compute agents in one process.
+"""The embedded default: every service in one process.
 
 SQLite and the state live under one directory; the transport is
-``fake://`` unless a RabbitMQ URL is given.
+``fake://`` unless a RabbitMQ URL is given. With the qemu driver,
+volmig-volume runs too, with pools ``pool-a`` and ``pool-b`` under the
+state directory.
 """
 
 import os
@@ -11,6 +13,8 @@ from volmig.conf import CONF
 from volmig.db import api as db_api
 from volmig.db import migration
 
+POOLS = ('pool-a', 'pool-b')
+
 
 def configure(state_dir: str, driver: str, transport_url: str) -> None:
     state_dir = os.path.abspath(state_dir)
@@ -18,6 +22,13 @@ def configure(state_dir: str, driver: str, transport_url: str) -> None:
     CONF.set_override('state_path', state_dir)
     CONF.set_override('transport_url', transport_url)
     CONF.set_override('driver', driver, group='compute')
+    CONF.set_override('stop_guests_on_exit', True, group='compute')
+    if driver == 'qemu':
+        CONF.set_override('backend', 'file', group='volume')
+        if not CONF.storage.pools:
+            CONF.set_override('pools', {
+                pool: os.path.join(state_dir, 'pools', pool)
+                for pool in POOLS}, group='storage')
     db_api.configure(CONF.database.connection)
     migration.upgrade()
 
@@ -27,8 +38,10 @@ def compute_hosts(count: int) -> list[str]:
 
 
 def build(computes: int) -> service.ServiceGroup:
-    members = [service.Service(service.CONDUCTOR),
-               service.Service(service.API)]
+    members = [service.Service(service.CONDUCTOR)]
+    if CONF.volume.backend == 'file':
+        members.append(service.Service(service.VOLUME))
+    members.append(service.Service(service.API))
     members += [service.Service(service.COMPUTE, host=host)
                 for host in compute_hosts(computes)]
     return service.ServiceGroup(members)

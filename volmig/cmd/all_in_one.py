@@ -14,8 +14,9 @@ cli_opts = [
                help='Directory for the database and all other state.'),
     cfg.IntOpt('computes', default=1, min=1,
                help='How many compute agents to run (hosts compute-1..N).'),
-    cfg.StrOpt('driver', default='fake', choices=['fake'],
-               help='Compute driver of the agents.'),
+    cfg.StrOpt('driver', default='fake', choices=['fake', 'qemu'],
+               help='Compute driver of the agents. "qemu" also runs '
+                    'volmig-volume with pools pool-a and pool-b.'),
     cfg.StrOpt('transport-url', dest='aio_transport_url', default='fake://',
                help='RPC transport; fake:// keeps everything in process, a '
                     'rabbit:// URL lets other processes use volmig.client.'),

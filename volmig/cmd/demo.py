@@ -1,11 +1,17 @@
-"""volmig-demo: one volume migration on the embedded default.
+"""volmig-demo: a live migration of a volume a running guest writes to.
 
-It runs the services in this process, then plays the block-storage
-service: it boots a server from a volume, starts a migration, makes a
-destination attachment, completes, and shows where the guest ended up.
+It runs the embedded default in this process (conductor, volmig-volume,
+api and a compute agent with the qemu driver, on ``fake://`` with SQLite),
+boots a QEMU guest from a volume in pool-a, keeps writing into it, and
+has volmig-volume migrate the volume to pool-b. It prints the progress,
+checks the result byte for byte against every write the guest made, and
+prints the guest I/O pauses.
 """
 
+import hashlib
+import logging
 import sys
+import threading
 import time
 
 from oslo_config import cfg
@@ -16,77 +22,154 @@ from volmig import context as volmig_context
 from volmig import embedded
 from volmig import states
 from volmig import volume
+from volmig.compute.drivers.qemu import guest_io
 from volmig.conductor import rpcapi as conductor_rpcapi
+from volmig.conf import compute as compute_conf
 from volmig.conf import CONF
+
+MIB = 1024 * 1024
 
 cli_opts = [
     cfg.StrOpt('state-dir', required=True,
-               help='Directory for the database and all other state.'),
-    cfg.StrOpt('driver', default='fake', choices=['fake'],
-               help='Compute driver of the agent.'),
+               help='Directory for the database, pools and guests.'),
+    cfg.IntOpt('size-mb', default=256, min=16,
+               help='Size of the volume.'),
+    cfg.IntOpt('max-bandwidth-mbps', default=64, min=0,
+               help='Copy bandwidth cap (MiB/s), so the copy runs long '
+                    'enough to watch; 0 for none.'),
+    cfg.BoolOpt('verbose', default=False,
+                help='Show the services\' INFO logs too.'),
 ]
 
 
-def _wait_active(conductor, ctxt, instance_uuid, timeout=60):
+def _wait(what, fetch, done, timeout=120):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        server = conductor.instance_get(ctxt, instance_uuid)
-        if server['vm_state'] == states.VM_ACTIVE:
-            return server
+        value = fetch()
+        if done(value):
+            return value
         time.sleep(0.1)
-    raise RuntimeError('server %s did not become active' % instance_uuid)
+    raise RuntimeError('timed out waiting for %s' % what)
 
 
-def run_demo() -> dict:
+class WriteLoad(threading.Thread):
+    """Steady guest writes, 64 KiB at a time, until stopped."""
+
+    def __init__(self, writer: guest_io.GuestWriter, size: int):
+        super().__init__(daemon=True)
+        self.writer = writer
+        self.size = size
+        self.stopping = threading.Event()
+        self.error: Exception | None = None
+
+    def run(self):
+        number = 0
+        try:
+            while not self.stopping.is_set():
+                number += 1
+                offset = (number * 7919 * 65536) % self.size
+                self.writer.write(number % 255 + 1, offset, 65536)
+        except Exception as exc:
+            self.error = exc
+
+
+def run_demo(size_mb: int, bandwidth: int) -> bool:
     admin = volmig_context.get_admin_context()
-    storage = volmig_context.get_service_context()
     user = volmig_context.RequestContext(user_id='demo', project_id='demo',
                                          roles=['member'])
     volumes = volume.get_adapter()
     conductor = conductor_rpcapi.ConductorAPI()
-    migrations = client.MigrationClient()
 
-    src = volumes.create_volume(admin, 64, name='data')
+    vol = volumes.create_volume(admin, size_mb, name='data', pool='pool-a')
+    print('volume %s: %d MiB in pool-a (%s)' % (vol['id'], size_mb,
+                                                vol['path']))
     [server] = conductor.build_instances(
-        user, 'demo-vm', [{'volume_id': src['id'], 'boot_index': 0}], 1,
+        user, 'demo-vm', [{'volume_id': vol['id'], 'boot_index': 0}], 1,
         None)
-    server = _wait_active(conductor, admin, server['uuid'])
-    bdm = server['block_devices'][0]
-    print('server %s is active on %s with volume %s (attachment %s)'
-          % (server['uuid'], server['host'], src['id'],
-             bdm['attachment_id']))
+    server = _wait('the server', lambda: conductor.instance_get(admin,
+                                                       server['uuid']),
+          lambda s: s['vm_state'] in (states.VM_ACTIVE, states.VM_ERROR))
+    if server['vm_state'] == states.VM_ERROR:
+        print('server %s failed to build' % server['uuid'])
+        return False
+    print('server %s is running in QEMU with the volume attached'
+          % server['uuid'])
 
-    migration = migrations.start(storage, bdm['attachment_id'])
-    print('start:    migration %s is %s (%s); src gets no more writes'
-          % (migration['id'], migration['status'], migration['mode']))
+    writer = guest_io.GuestWriter(
+        guest_io.nbd_socket(compute_conf.state_path(CONF), server['uuid']),
+        vol['id'])
+    for number in range(size_mb // 4):
+        writer.write(0x10 + number % 200, number * 4 * MIB, MIB)
+    load = WriteLoad(writer, size_mb * MIB)
+    load.start()
+    print('the guest wrote %d MiB and keeps writing 64 KiB blocks'
+          % (size_mb // 4))
 
-    dst = volumes.create_volume(admin, 64, name='data-copy')
-    dst_attachment = volumes.attachment_create(admin, dst['id'],
-                                               server['uuid'],
-                                               bdm['attach_mode'])
-    released = migrations.complete(storage, bdm['attachment_id'],
-                                   dst_attachment['id'])
-    print('complete: migration is %s; src may be removed'
-          % released['status'])
-    done = migrations.wait_for(storage, migration['id'], states.COMPLETED)
-    print('done:     migration is %s' % done['status'])
+    began = time.monotonic()
+    volumes.migrate_volume(admin, vol['id'], 'pool-b', bandwidth)
+    print('migrating to pool-b (copy capped at %s MiB/s)'
+          % (bandwidth or 'no'))
+    last = None
+    while True:
+        current = volumes.get_volume(admin, vol['id'])
+        shown = (current['migration_status'], current['migration_progress'])
+        if shown != last:
+            print('  %-9s copy %5.1f%%' % shown, flush=True)
+            last = shown
+        if current['migration_status'] in ('success', 'error'):
+            break
+        time.sleep(0.25)
+    elapsed = time.monotonic() - began
+    if current['migration_status'] == 'error':
+        load.stopping.set()
+        load.join()
+        print('migration failed: %s' % current['migration_error'])
+        return False
+    [migration_id] = current['migration_ids']
+    migration = client.MigrationClient().wait_for(
+        volmig_context.get_service_context(), migration_id,
+        states.COMPLETED)
 
-    server = conductor.instance_get(admin, server['uuid'])
-    after = server['block_devices'][0]
-    print('server %s now uses attachment %s (volume id %s, mode %s)'
-          % (server['uuid'], after['attachment_id'], after['volume_id'],
-             after['attach_mode']))
-    return done
+    time.sleep(0.5)  # a few writes straight into pool-b
+    load.stopping.set()
+    load.join()
+    writer.close()
+    if load.error:
+        print('a guest write failed: %s' % load.error)
+        return False
+
+    expected = writer.expected_image(bytes(size_mb * MIB))
+    with open(current['path'], 'rb') as handle:
+        actual = handle.read()
+    want = hashlib.sha256(expected).hexdigest()
+    got = hashlib.sha256(actual).hexdigest()
+    print('volume %s is now in %s (%s), migrated in %.1f s'
+          % (vol['id'], current['pool'], current['path'], elapsed))
+    print('copy verified by volmig-volume: sha256 %s'
+          % current['migration_checksum'])
+    print('guest made %d writes; expected image sha256 %s'
+          % (len(writer.writes), want))
+    print('volume in pool-b now:               sha256 %s -> %s'
+          % (got, 'MATCH' if got == want else 'MISMATCH'))
+    pauses = migration['pauses_ms'] or {}
+    print('guest I/O pauses (QMP round trip): start %.2f ms, switch '
+          '%.2f ms, complete %.2f ms'
+          % (pauses.get('start', 0), pauses.get('switch', 0),
+             pauses.get('complete', 0)))
+    return got == want
 
 
 def main() -> None:
     CONF.register_cli_opts(cli_opts)
     config.parse_args(sys.argv[1:])
-    embedded.configure(CONF.state_dir, CONF.driver, 'fake://')
+    if not CONF.verbose:
+        logging.getLogger().setLevel(logging.WARNING)
+    CONF.set_override('export_disks', True, group='qemu')
+    embedded.configure(CONF.state_dir, 'qemu', 'fake://')
     group = embedded.build(computes=1)
     group.start()
     try:
-        done = run_demo()
+        ok = run_demo(CONF.size_mb, CONF.max_bandwidth_mbps)
     finally:
         group.stop()
-    sys.exit(0 if done['status'] == states.COMPLETED else 1)
+    sys.exit(0 if ok else 1)

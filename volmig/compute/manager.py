@@ -67,6 +67,8 @@ class ComputeManager:
 
     def cleanup_host(self) -> None:
         self.jobs.stop()
+        if CONF.compute.stop_guests_on_exit:
+            self.driver.stop_guests()
         self.driver.cleanup_host()
 
     # Instances.

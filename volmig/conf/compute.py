@@ -19,6 +19,10 @@ compute_opts = [
                help='Announce this compute RPC version instead of the '
                     'latest one. Only for testing rolling upgrades: it makes '
                     'the agent look like an older release.'),
+    cfg.BoolOpt('stop_guests_on_exit', default=False,
+                help='Shut the guests off when the agent stops. Off for a '
+                     'real agent, whose guests outlive it; on for the '
+                     'embedded default, which stops as one.'),
 ]
 
 

@@ -221,7 +221,7 @@ class Guest:
         names = node_names(disk)
         read_only = disk['attach_mode'] == 'ro'
         self.add_volume_node(names['base'], disk['path'], read_only)
-        if disk.get('overlay', {}).get('sealed'):
+        if (disk.get('overlay') or {}).get('sealed'):
             # The empty read-only shim of a read-only disk: not needed.
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(disk['overlay']['path'])

@@ -1,0 +1,83 @@
+"""Simulated guest writes, for tests, the demo and the benchmarks.
+
+No guest OS runs, so a ``qemu-io`` process writes through the NBD export
+of a disk (``[qemu] export_disks``). The export sits on the same block
+nodes as the guest's device and follows them through snapshot, switch
+and commit. Writes through HMP ``qemu-io`` instead made QEMU 7.2 abort
+during ``job-complete`` (DESIGN section 6). Every write is recorded, so
+the image the volume must end up with can be computed.
+
+A write is acknowledged once QEMU has written it; with ``[qemu]
+direct_io`` (the default) it is then in the file, so the file can be
+read and compared as soon as the writes stop.
+"""
+
+import os
+import subprocess  # nosec B404 -- qemu-io is QEMU's own I/O tool
+import time
+
+
+def nbd_socket(compute_state_path: str, instance_uuid: str) -> str:
+    """Where an agent with that state path exports a guest's disks."""
+    return os.path.join(compute_state_path, 'guests', instance_uuid,
+                        'nbd.sock')
+
+
+class WriteFailed(IOError):
+    pass
+
+
+class GuestWriter:
+
+    def __init__(self, socket_path: str, volume_id: str,
+                 qemu_io: str = 'qemu-io'):
+        uri = 'nbd+unix:///%s?socket=%s' % (volume_id, socket_path)
+        self._process = subprocess.Popen(  # nosec B603
+            [qemu_io, '-f', 'raw', uri], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            bufsize=1)
+        # (pattern, offset, length, completed at, latency in ms)
+        self.writes: list[tuple[int, int, int, float, float]] = []
+
+    def _command(self, line: str) -> str:
+        assert self._process.stdin and self._process.stdout  # nosec B101
+        self._process.stdin.write(line + '\n')
+        self._process.stdin.flush()
+        reply = self._process.stdout.readline()
+        if not reply:
+            raise WriteFailed('qemu-io exited: %s' % line)
+        return reply.replace('qemu-io> ', '').strip()
+
+    def write(self, pattern: int, offset: int, length: int) -> float:
+        """Write ``length`` bytes of ``pattern``; returns the latency, ms."""
+        began = time.perf_counter()
+        reply = self._command('write -P %d %d %d' % (pattern, offset,
+                                                     length))
+        if not reply.startswith('wrote '):
+            raise WriteFailed(reply)
+        # The statistics line that follows each write.
+        self._process.stdout.readline()  # type: ignore[union-attr]
+        now = time.perf_counter()
+        latency = (now - began) * 1000
+        self.writes.append((pattern, offset, length, now, latency))
+        return latency
+
+    def close(self) -> None:
+        if self._process.poll() is None:
+            assert self._process.stdin  # nosec B101
+            self._process.stdin.close()
+            self._process.wait(timeout=30)
+        assert self._process.stdout  # nosec B101
+        self._process.stdout.close()
+
+    def expected_image(self, base: bytes) -> bytes:
+        """``base`` with every recorded write applied in order."""
+        image = bytearray(base)
+        for pattern, offset, length, _, _ in self.writes:
+            image[offset:offset + length] = bytes([pattern]) * length
+        return bytes(image)
+
+    def max_latency_between(self, began: float, ended: float) -> float:
+        """The slowest write that finished in [began, ended], in ms."""
+        return max((latency for _, _, _, at, latency in self.writes
+                    if began <= at <= ended), default=0.0)
