@@ -32,6 +32,10 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
     COMPUTES = 2
     # Per-host extra options, {host: {(group, name): value}}.
     COMPUTE_OPTIONS: dict = {}
+    # Extra options of every process, {(group, name): value}.
+    OPTIONS: dict = {}
+    # Run volmig-volume too.
+    VOLUME_SERVICE = False
 
     def setUp(self):
         super().setUp()
@@ -41,20 +45,30 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
         self.conf_fixture.conf(transport_url=vhost.url)
         self.useFixture(volmig_fixtures.DatabaseFixture())
         self.useFixture(volmig_fixtures.RPCFixture())
+        extra = self.options()
+        for (group, name), value in extra.items():
+            self.conf_fixture.conf(group=group, **{name: value})
         self.hosts = ['compute-%d' % n for n in range(1, self.COMPUTES + 1)]
+        options = {
+            ('DEFAULT', 'report_interval'): 1,
+            ('DEFAULT', 'service_down_time'): 4,
+            ('DEFAULT', 'rpc_response_timeout'): 30,
+            ('DEFAULT', 'debug'): True,
+            ('conductor', 'heal_interval'): 1,
+            ('compute', 'job_poll_interval'): 0.1}
+        options.update(extra)
         self.cluster = self.useFixture(cluster.Cluster(
             self.state_path, vhost.url, CONF.database.connection,
-            self.hosts, options={
-                ('DEFAULT', 'report_interval'): 1,
-                ('DEFAULT', 'service_down_time'): 4,
-                ('DEFAULT', 'rpc_response_timeout'): 30,
-                ('DEFAULT', 'debug'): True,
-                ('conductor', 'heal_interval'): 1,
-                ('compute', 'job_poll_interval'): 0.1},
-            compute_options=self.COMPUTE_OPTIONS))
+            self.hosts, options=options,
+            compute_options=self.COMPUTE_OPTIONS,
+            volume=self.VOLUME_SERVICE))
         self.processes = self.cluster.processes
         self.setup_clients(rpc_timeout=30)
         self.cluster.wait_until_registered()
+
+    def options(self) -> dict:
+        """Extra options of every process and of the test itself."""
+        return dict(self.OPTIONS)
 
     def check_alive(self):
         self.cluster.check_processes()

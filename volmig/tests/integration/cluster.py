@@ -89,15 +89,17 @@ class Cluster(fixtures.Fixture):
     """A conductor, an API and compute agents, each its own process.
 
     ``options`` go to every process; ``compute_options`` maps a compute
-    host to the extra options of its agent.
+    host to the extra options of its agent. With ``volume``, volmig-volume
+    runs too.
     """
 
     def __init__(self, state_path: str, transport_url: str, db_url: str,
                  hosts: list[str], options: dict | None = None,
-                 compute_options: dict | None = None):
+                 compute_options: dict | None = None, volume: bool = False):
         super().__init__()
         self.state_path = state_path
         self.hosts = hosts
+        self.volume = volume
         self.options = {
             ('DEFAULT', 'transport_url'): transport_url,
             ('DEFAULT', 'state_path'): state_path,
@@ -112,11 +114,22 @@ class Cluster(fixtures.Fixture):
             os.path.join(self.state_path, 'volmig.conf'), self.options)
         self.spawn('volmig-conductor', 'conductor')
         self.spawn('volmig-api', 'api')
+        if self.volume:
+            self.spawn('volmig-volume', 'volume')
         for host in self.hosts:
             options = {('DEFAULT', 'host'): host}
             options.update(self.compute_options.get(host, {}))
             self.spawn('volmig-compute', host, write_config(
                 os.path.join(self.state_path, host + '.conf'), options))
+
+    def restart(self, name: str, sig=signal.SIGTERM) -> ServiceProcess:
+        """Stop a process with ``sig`` and start it again."""
+        old = self.processes[name]
+        old.stop(sig)
+        process = self.useFixture(ServiceProcess(
+            old.binary, old.config_files, self.state_path, name + '-again'))
+        self.processes[name] = process
+        return process
 
     def spawn(self, binary, name, extra_config=None):
         files = [self.config_file] + ([extra_config] if extra_config else [])
@@ -138,6 +151,8 @@ class Cluster(fixtures.Fixture):
         admin = volmig_context.get_admin_context()
         wanted = {('volmig-api', None)} | {('volmig-compute', host)
                                            for host in self.hosts}
+        if self.volume:
+            wanted.add(('volmig-volume', None))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.check_processes()
