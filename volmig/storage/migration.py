@@ -144,8 +144,12 @@ class Migrator:
                     volume['id'], migration_progress=round(
                         100.0 * done / total, 1) if total else 100.0)
 
+        began = time.monotonic()
         copy_mod.copy(volume['path'], dst['path'], chunk,
                       max_bytes_per_second, progress)
+        self.volumes.update_volume(
+            volume['id'], migration_copy_seconds=round(
+                time.monotonic() - began, 3))
         # src is frozen since start, so the two must agree exactly.
         src_sum = copy_mod.sha256(volume['path'], chunk)
         dst_sum = copy_mod.sha256(dst['path'], chunk)

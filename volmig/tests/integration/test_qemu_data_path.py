@@ -37,6 +37,19 @@ class QemuTestCase(base.ProcessTestCase):
                 # Small copy chunks, so zero detection is fine-grained.
                 ('storage', 'copy_chunk_kb'): 64}
 
+    def setUp(self):
+        super().setUp()
+        # Guests outlive their agent by design; this test's must not
+        # outlive the test.
+        self.addCleanup(self.kill_guests)
+
+    def kill_guests(self):
+        guests = os.path.join(self.state_path, 'compute', 'guests')
+        for uuid in os.listdir(guests) if os.path.isdir(guests) else []:
+            pid = self.qemu_pid({'uuid': uuid})
+            if pid:
+                os.kill(pid, signal.SIGKILL)
+
     def boot(self, attach_mode='rw'):
         vol = self.volumes.create_volume(self.admin, SIZE_MB,
                                          pool='pool-a')
