@@ -21,11 +21,11 @@ from volmig import config
 from volmig import context as volmig_context
 from volmig import embedded
 from volmig import states
-from volmig import volume
 from volmig.compute.drivers.qemu import guest_io
 from volmig.conductor import rpcapi as conductor_rpcapi
-from volmig.conf import compute as compute_conf
 from volmig.conf import CONF
+from volmig.conf import compute as compute_conf
+from volmig.volume import file as file_volumes
 
 MIB = 1024 * 1024
 
@@ -77,7 +77,7 @@ def run_demo(size_mb: int, bandwidth: int) -> bool:
     admin = volmig_context.get_admin_context()
     user = volmig_context.RequestContext(user_id='demo', project_id='demo',
                                          roles=['member'])
-    volumes = volume.get_adapter()
+    volumes = file_volumes.FileVolumeAdapter()
     conductor = conductor_rpcapi.ConductorAPI()
 
     vol = volumes.create_volume(admin, size_mb, name='data', pool='pool-a')

@@ -127,7 +127,8 @@ class MigrationConductor:
         dst = self.volume_api.attachment_get(ctxt, dst_attachment_id)
         rules.check_dst_attachment(migration, dst)
         rules.check_dst_volume(
-            migration, self.volume_api.get_volume(ctxt, migration['volume_id']),
+            migration,
+            self.volume_api.get_volume(ctxt, migration['volume_id']),
             self.volume_api.get_volume(ctxt, dst['volume_id']))
         dst = self.volume_api.attachment_update(
             ctxt, dst_attachment_id,

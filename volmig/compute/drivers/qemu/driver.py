@@ -14,7 +14,7 @@ dropped when the guest next starts.
 
 import os
 import shutil
-import subprocess  # nosec B404 -- qemu-img is part of the hypervisor
+import subprocess  # nosec B404
 
 from oslo_log import log as logging
 
@@ -112,7 +112,7 @@ class QemuDriver(base.ComputeDriver):
     def _set_disks(self, guest, block_devices) -> None:
         slots = {volume_id: disk['slot']
                  for volume_id, disk in guest.disks.items()}
-        disks = {}
+        disks: dict[str, dict] = {}
         for bdm in block_devices:
             slot = slots.get(bdm['volume_id'], len(disks))
             disk = guest.disks.get(bdm['volume_id']) or self._new_disk(
@@ -373,7 +373,7 @@ class QemuDriver(base.ComputeDriver):
         Returns ``(migration_id, job, final_status)`` for each. A start
         cut short is undone; a switch cut short needs an operator.
         """
-        recovered = []
+        recovered: list[tuple[str, base.Job, str]] = []
         for entry in self.journal.open_entries():
             migration_id = entry['migration_id']
             guest = self._guests.get(entry['instance_uuid'])

@@ -15,7 +15,7 @@ import contextlib
 import json
 import os
 import signal
-import subprocess  # nosec B404 -- QEMU is the hypervisor we drive
+import subprocess  # nosec B404
 import threading
 import time
 

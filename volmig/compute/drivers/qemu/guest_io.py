@@ -13,7 +13,7 @@ read and compared as soon as the writes stop.
 """
 
 import os
-import subprocess  # nosec B404 -- qemu-io is QEMU's own I/O tool
+import subprocess  # nosec B404
 import time
 
 

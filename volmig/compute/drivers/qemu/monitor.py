@@ -60,7 +60,7 @@ class Monitor:
             except qmp_client.ExecuteError as exc:
                 raise exception.MonitorError(command=command,
                                              guest=self._guest,
-                                             reason=exc.error.desc)
+                                             reason=str(exc))
 
     def timed(self, command: str, **arguments) -> float:
         """Run a command and return its round trip in milliseconds.
