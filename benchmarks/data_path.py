@@ -28,7 +28,6 @@ import argparse  # noqa: E402
 import hashlib  # noqa: E402
 import os  # noqa: E402
 import subprocess  # noqa: E402  # nosec B404
-import threading  # noqa: E402
 import time  # noqa: E402
 
 import fixtures  # noqa: E402
@@ -68,20 +67,6 @@ def dd_mib_per_second(path: str, pool_dir: str, size_mb: int) -> float:
     return size_mb / elapsed
 
 
-class WriteLoad(threading.Thread):
-    def __init__(self, writer, size):
-        super().__init__(daemon=True)
-        self.writer, self.size = writer, size
-        self.stopping = threading.Event()
-
-    def run(self):
-        number = 0
-        while not self.stopping.is_set():
-            number += 1
-            self.writer.write(number % 250 + 1,
-                              (number * 7919 * 65536) % self.size, 65536)
-
-
 def run(size_mb: int, compute_pid: int, pools: dict) -> None:
     admin = volmig_context.get_admin_context()
     conductor = conductor_rpcapi.ConductorAPI()
@@ -106,7 +91,7 @@ def run(size_mb: int, compute_pid: int, pools: dict) -> None:
     writer = guest_io.GuestWriter(
         guest_io.nbd_socket(os.path.join(CONF.state_path, 'compute'),
                             server['uuid']), vol['id'])
-    load = WriteLoad(writer, size_mb * MIB)
+    load = guest_io.WriteLoad(writer, size_mb * MIB)
     load.start()
     time.sleep(1)
 
@@ -124,9 +109,10 @@ def run(size_mb: int, compute_pid: int, pools: dict) -> None:
         states.COMPLETED)
     total = time.perf_counter() - began
     time.sleep(0.5)
-    load.stopping.set()
-    load.join()
+    load.stop()
     writer.close()
+    if load.error:
+        raise SystemExit('a guest write failed: %s' % load.error)
 
     with open(current['path'], 'rb') as handle:
         actual = handle.read()

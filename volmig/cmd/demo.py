@@ -11,7 +11,6 @@ prints the guest I/O pauses.
 import hashlib
 import logging
 import sys
-import threading
 import time
 
 from oslo_config import cfg
@@ -52,27 +51,6 @@ def _wait(what, fetch, done, timeout=120):
     raise RuntimeError('timed out waiting for %s' % what)
 
 
-class WriteLoad(threading.Thread):
-    """Steady guest writes, 64 KiB at a time, until stopped."""
-
-    def __init__(self, writer: guest_io.GuestWriter, size: int):
-        super().__init__(daemon=True)
-        self.writer = writer
-        self.size = size
-        self.stopping = threading.Event()
-        self.error: Exception | None = None
-
-    def run(self):
-        number = 0
-        try:
-            while not self.stopping.is_set():
-                number += 1
-                offset = (number * 7919 * 65536) % self.size
-                self.writer.write(number % 255 + 1, offset, 65536)
-        except Exception as exc:
-            self.error = exc
-
-
 def run_demo(size_mb: int, bandwidth: int) -> bool:
     admin = volmig_context.get_admin_context()
     user = volmig_context.RequestContext(user_id='demo', project_id='demo',
@@ -100,7 +78,7 @@ def run_demo(size_mb: int, bandwidth: int) -> bool:
         vol['id'])
     for number in range(size_mb // 4):
         writer.write(0x10 + number % 200, number * 4 * MIB, MIB)
-    load = WriteLoad(writer, size_mb * MIB)
+    load = guest_io.WriteLoad(writer, size_mb * MIB)
     load.start()
     print('the guest wrote %d MiB and keeps writing 64 KiB blocks'
           % (size_mb // 4))
@@ -121,8 +99,7 @@ def run_demo(size_mb: int, bandwidth: int) -> bool:
         time.sleep(0.25)
     elapsed = time.monotonic() - began
     if current['migration_status'] == 'error':
-        load.stopping.set()
-        load.join()
+        load.stop()
         print('migration failed: %s' % current['migration_error'])
         return False
     [migration_id] = current['migration_ids']
@@ -131,8 +108,7 @@ def run_demo(size_mb: int, bandwidth: int) -> bool:
         states.COMPLETED)
 
     time.sleep(0.5)  # a few writes straight into pool-b
-    load.stopping.set()
-    load.join()
+    load.stop()
     writer.close()
     if load.error:
         print('a guest write failed: %s' % load.error)

@@ -160,15 +160,19 @@ class ComputeManager:
     def migration_cancel(self, ctxt, migration, bdm):
         LOG.info('Cancelling volume migration %s', migration['id'],
                  instance_uuid=migration['instance_uuid'])
+        self._merge_back(ctxt, migration, bdm,
+                         self._finisher(ctxt, migration['id'],
+                                        states.CANCELLED))
+
+    def _merge_back(self, ctxt, migration, bdm, finish):
+        """Send the guest back to src; ``finish(job)`` once merged."""
         try:
             job = self.driver.migration_cancel(self._instance(migration),
                                                bdm, migration)
         except Exception as exc:
             self._fail(ctxt, migration, exc, recovery_needed=True)
             raise
-        self._run_job(ctxt, migration, job,
-                      self._finisher(ctxt, migration['id'],
-                                     states.CANCELLED))
+        self._run_job(ctxt, migration, job, finish)
 
     @expected
     @locked_instance
@@ -202,21 +206,20 @@ class ComputeManager:
         LOG.error('Volume migration %s refused at complete, going back to '
                   'src: %s', migration['id'], reason,
                   instance_uuid=migration['instance_uuid'])
-        try:
-            job = self.driver.migration_cancel(self._instance(migration),
-                                               bdm, migration)
-        except Exception as exc:
-            self._fail(ctxt, migration, exc, recovery_needed=True)
-            return
 
         def finish(job):
             self._fail(ctxt, migration, reason, recovery_needed=False)
-        self._run_job(ctxt, migration, job, finish)
+        try:
+            self._merge_back(ctxt, migration, bdm, finish)
+        except Exception:
+            LOG.exception('Volume migration %s could not go back to src',
+                          migration['id'])
 
     def _finisher(self, ctxt, migration_id, final_status):
         def finish(job):
             self.conductor.migration_set_status(ctxt, migration_id,
-                                                final_status, job.pauses)
+                                                final_status,
+                                                dict(job.pauses))
         return finish
 
     def _run_job(self, ctxt, migration, job, finish):

@@ -5,7 +5,9 @@ records. Methods that run long return a ``Job`` the agent polls.
 """
 
 import abc
+from collections.abc import Mapping
 import dataclasses
+import types
 
 # Capability names (DESIGN section 6).
 LIVE_VOLUME_MIGRATION = 'live_volume_migration'
@@ -24,7 +26,7 @@ class Job(abc.ABC):
     """A long driver operation, such as a block-commit."""
 
     # Guest I/O pauses of its steps, {step: milliseconds}, once known.
-    pauses: dict[str, float] = {}
+    pauses: Mapping[str, float] = types.MappingProxyType({})
 
     @abc.abstractmethod
     def poll(self) -> JobProgress:

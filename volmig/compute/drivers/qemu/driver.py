@@ -253,11 +253,17 @@ class QemuDriver(base.ComputeDriver):
         if os.path.exists(path):
             os.unlink(path)
 
+    @staticmethod
+    def _overlay_to_merge(disk) -> dict | None:
+        """The overlay holding guest writes; a read-only shim holds none."""
+        overlay = disk.get('overlay')
+        return overlay if overlay and not overlay['sealed'] else None
+
     def migration_cancel(self, instance, bdm, migration):
         guest, disk = self._live_disk(instance, bdm)
         with guest.lock:
-            overlay = disk.get('overlay')
-            if not overlay or overlay['sealed']:
+            overlay = self._overlay_to_merge(disk)
+            if overlay is None:
                 return base.FinishedJob()
             if not guest.is_running():
                 # The guest went down after start: merge on disk.
@@ -336,8 +342,7 @@ class QemuDriver(base.ComputeDriver):
     def migration_commit(self, instance, bdm, migration):
         guest, disk = self._live_disk(instance, bdm)
         with guest.lock:
-            overlay = disk.get('overlay')
-            if not overlay or overlay['sealed']:
+            if self._overlay_to_merge(disk) is None:
                 return base.FinishedJob()
             return self._commit(guest, disk, migration['id'], 'complete')
 

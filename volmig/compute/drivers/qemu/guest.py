@@ -170,17 +170,17 @@ class Guest:
 
     # QMP.
 
-    def execute(self, command: str, **arguments):
+    def _connected(self, command: str) -> qmp.Monitor:
         if self._monitor is None:
             raise exception.DriverError(
                 action=command, reason='guest %s is not running' % self.uuid)
-        return self._monitor.execute(command, **arguments)
+        return self._monitor
+
+    def execute(self, command: str, **arguments):
+        return self._connected(command).execute(command, **arguments)
 
     def timed(self, command: str, **arguments) -> float:
-        if self._monitor is None:
-            raise exception.DriverError(
-                action=command, reason='guest %s is not running' % self.uuid)
-        return self._monitor.timed(command, **arguments)
+        return self._connected(command).timed(command, **arguments)
 
     # Block nodes.
 

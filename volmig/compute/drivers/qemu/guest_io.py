@@ -14,6 +14,7 @@ read and compared as soon as the writes stop.
 
 import os
 import subprocess  # nosec B404
+import threading
 import time
 
 
@@ -81,3 +82,30 @@ class GuestWriter:
         """The slowest write that finished in [began, ended], in ms."""
         return max((latency for _, _, _, at, latency in self.writes
                     if began <= at <= ended), default=0.0)
+
+
+class WriteLoad(threading.Thread):
+    """Steady guest writes of 64 KiB across the disk, until stopped."""
+
+    BLOCK = 65536
+
+    def __init__(self, writer: GuestWriter, size: int):
+        super().__init__(daemon=True)
+        self.writer = writer
+        self.size = size
+        self.stopping = threading.Event()
+        self.error: Exception | None = None
+
+    def run(self):
+        number = 0
+        try:
+            while not self.stopping.is_set():
+                number += 1
+                offset = (number * 7919 * self.BLOCK) % self.size
+                self.writer.write(number % 250 + 1, offset, self.BLOCK)
+        except Exception as exc:
+            self.error = exc
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join()
