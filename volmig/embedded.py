@@ -3,12 +3,13 @@
 SQLite and the state live under one directory; the transport is
 ``fake://`` unless a RabbitMQ URL is given. With the qemu driver,
 volmig-volume runs too, with pools ``pool-a`` and ``pool-b`` under the
-state directory.
+state directory. The REST API uses noauth2.
 """
 
 import os
 
 from volmig import service
+from volmig.api import http
 from volmig.conf import CONF
 from volmig.db import api as db_api
 from volmig.db import migration
@@ -21,6 +22,7 @@ def configure(state_dir: str, driver: str, transport_url: str) -> None:
     os.makedirs(state_dir, exist_ok=True)
     CONF.set_override('state_path', state_dir)
     CONF.set_override('transport_url', transport_url)
+    CONF.set_override('auth_strategy', 'noauth2', group='api')
     CONF.set_override('driver', driver, group='compute')
     CONF.set_override('stop_guests_on_exit', True, group='compute')
     if driver == 'qemu':
@@ -37,11 +39,15 @@ def compute_hosts(count: int) -> list[str]:
     return ['compute-%d' % number for number in range(1, count + 1)]
 
 
-def build(computes: int) -> service.ServiceGroup:
-    members = [service.Service(service.CONDUCTOR)]
+def build(computes: int, api: http.HTTPService | None = None,
+          on_start=None) -> service.ServiceGroup:
+    """The services; ``api`` serves REST once the others are up."""
+    members: list = [service.Service(service.CONDUCTOR)]
     if CONF.volume.backend == 'file':
         members.append(service.Service(service.VOLUME))
     members.append(service.Service(service.API))
     members += [service.Service(service.COMPUTE, host=host)
                 for host in compute_hosts(computes)]
-    return service.ServiceGroup(members)
+    if api is not None:
+        members.append(api)
+    return service.ServiceGroup(members, on_start)

@@ -47,6 +47,16 @@ class MultiCreateNeedsMultiattach(Invalid):
                'needs a multiattach volume.')
 
 
+class MultiattachNeedsMicroversion(Invalid):
+    msg_fmt = ('Volume %(volume_id)s is multiattach: to %(what)s, ask for '
+               'compute API microversion %(version)s or later.')
+
+
+class MigrationNotSupported(Invalid):
+    msg_fmt = ('The block-storage backend %(backend)s cannot migrate '
+               'volumes.')
+
+
 class MultiattachMigrationNotSupported(Invalid):
     msg_fmt = ('Volume %(volume_id)s has %(count)d attachments and at least '
                'one is read/write; it can only be migrated when every '

@@ -23,7 +23,20 @@ def reset() -> None:
     _ENFORCER = None
 
 
-def authorize(ctxt, action: str) -> None:
-    get_enforcer().authorize(action, {}, ctxt.to_policy_values(),
+def authorize(ctxt, action: str, target: dict | None = None) -> None:
+    """Raise Forbidden unless ``ctxt`` may do ``action`` on ``target``.
+
+    The target defaults to the caller's own project.
+    """
+    if target is None:
+        target = {'project_id': ctxt.project_id}
+    get_enforcer().authorize(action, target, ctxt.to_policy_values(),
                              do_raise=True,
                              exc=exception.Forbidden, action=action)
+
+
+def check(ctxt, action: str, target: dict | None = None) -> bool:
+    """Whether ``ctxt`` may do ``action``, for optional extras in a view."""
+    if target is None:
+        target = {'project_id': ctxt.project_id}
+    return get_enforcer().enforce(action, target, ctxt.to_policy_values())

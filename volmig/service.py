@@ -97,13 +97,16 @@ class Service(service.Service):
 class ServiceGroup(service.Service):
     """Several services in one process, for the embedded default."""
 
-    def __init__(self, services: list[Service]):
+    def __init__(self, services: list[service.Service], on_start=None):
         super().__init__()
         self.services = services
+        self._on_start = on_start
 
     def start(self) -> None:
         for member in self.services:
             member.start()
+        if self._on_start is not None:
+            self._on_start()
 
     def stop(self, graceful: bool = False) -> None:
         for member in reversed(self.services):

@@ -7,6 +7,7 @@ from oslo_config import cfg
 from volmig import config
 from volmig import embedded
 from volmig import service
+from volmig.api import http
 from volmig.conf import CONF
 
 cli_opts = [
@@ -17,6 +18,9 @@ cli_opts = [
     cfg.StrOpt('driver', default='fake', choices=['fake', 'qemu'],
                help='Compute driver of the agents. "qemu" also runs '
                     'volmig-volume with pools pool-a and pool-b.'),
+    cfg.PortOpt('api-port', default=8788,
+                help='Port of the REST API (noauth2) on 127.0.0.1; 0 picks '
+                     'a free one.'),
     cfg.StrOpt('transport-url', dest='aio_transport_url', default='fake://',
                help='RPC transport; fake:// keeps everything in process, a '
                     'rabbit:// URL lets other processes use volmig.client.'),
@@ -27,8 +31,12 @@ def main() -> None:
     CONF.register_cli_opts(cli_opts)
     config.parse_args(sys.argv[1:])
     embedded.configure(CONF.state_dir, CONF.driver, CONF.aio_transport_url)
-    group = embedded.build(CONF.computes)
-    print('volmig all-in-one: transport %s, state in %s, compute hosts %s'
-          % (CONF.aio_transport_url, CONF.state_path,
-             ', '.join(embedded.compute_hosts(CONF.computes))), flush=True)
-    service.serve(group)
+    api = http.HTTPService('127.0.0.1', CONF.api_port)
+
+    def started():
+        print('volmig all-in-one: REST API %s (noauth2), transport %s, '
+              'state in %s, compute hosts %s'
+              % (api.endpoint, CONF.aio_transport_url, CONF.state_path,
+                 ', '.join(embedded.compute_hosts(CONF.computes))),
+              flush=True)
+    service.serve(embedded.build(CONF.computes, api, started))

@@ -1,11 +1,13 @@
-"""volmig-api: the RPC face for block-storage services."""
+"""volmig-api: the REST API and the RPC face for block-storage services."""
 
 import sys
 
 from volmig import config
 from volmig import service
+from volmig.api import http
 
 
 def main() -> None:
     config.parse_args(sys.argv[1:])
-    service.serve(service.Service(service.API))
+    service.serve(service.ServiceGroup([service.Service(service.API),
+                                        http.HTTPService()]))

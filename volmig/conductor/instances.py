@@ -45,7 +45,13 @@ class InstanceConductor:
 
     def get_all(self, ctxt) -> list[dict]:
         project_id = None if ctxt.is_admin else ctxt.project_id
-        return db.instance_get_all(ctxt, project_id=project_id)
+        found = db.instance_get_all(ctxt, project_id=project_id)
+        by_instance: dict[str, list] = {i['uuid']: [] for i in found}
+        for bdm in db.bdm_get_all(ctxt):
+            by_instance.get(bdm['instance_uuid'], []).append(bdm)
+        for instance in found:
+            instance['block_devices'] = by_instance[instance['uuid']]
+        return found
 
     # Placement.
 
@@ -105,6 +111,9 @@ class InstanceConductor:
               host: str | None) -> list[dict]:
         for block_device in block_devices:
             rules.check_block_device(block_device)
+        # Guests have no local disks: only volumes are attached.
+        block_devices = [bd for bd in block_devices
+                         if bd.get('destination_type', 'volume') == 'volume']
         volumes = [self.volume_api.get_volume(ctxt, bd['volume_id'])
                    for bd in block_devices]
         rules.check_multi_create(count, volumes)

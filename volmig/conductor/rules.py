@@ -38,6 +38,25 @@ def check_multi_create(count: int, volumes: Iterable[dict]) -> None:
                 count=count, volume_id=volume['id'])
 
 
+def check_multiattach_version(volume: dict, version_ok: bool) -> None:
+    """A multiattach volume needs microversion 2.60, as in Nova."""
+    if volume['multiattach'] and not version_ok:
+        raise exception.MultiattachNeedsMicroversion(
+            volume_id=volume['id'], what='attach it', version='2.60')
+
+
+def check_multi_create_version(count: int, volumes: Iterable[dict],
+                               version_ok: bool) -> None:
+    """Several servers sharing a multiattach volume need 2.61."""
+    if count <= 1 or version_ok:
+        return
+    for volume in volumes:
+        if volume['multiattach']:
+            raise exception.MultiattachNeedsMicroversion(
+                volume_id=volume['id'], version='2.61',
+                what='create %d servers that share it' % count)
+
+
 def check_can_attach(volume: dict,
                      migrations_in_progress: Iterable[dict]) -> None:
     """A new attachment of ``volume`` to one more instance."""

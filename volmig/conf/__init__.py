@@ -6,6 +6,7 @@ Nothing registers at import; ``register_opts`` is called by
 
 from oslo_config import cfg
 
+from volmig.conf import api
 from volmig.conf import compute
 from volmig.conf import conductor
 from volmig.conf import database
@@ -18,7 +19,7 @@ from volmig.conf import volume
 
 CONF = cfg.CONF
 
-MODULES = (default, compute, conductor, database, fake_driver, qemu,
+MODULES = (default, api, compute, conductor, database, fake_driver, qemu,
            storage, upgrade_levels, volume)
 
 

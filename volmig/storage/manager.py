@@ -69,8 +69,8 @@ class VolumeManager:
                       pool=None):
         if not isinstance(size_mb, int) or size_mb < 1:
             raise exception.InvalidInput(
-                reason='size_mb must be a positive integer, not %r'
-                % (size_mb,))
+                field='size_mb',
+                reason='expected a positive integer, not %r' % (size_mb,))
         pool = pool or min(CONF.storage.pools, default=None)
         if pool is None:
             raise exception.PoolNotFound(pool='(none configured)')

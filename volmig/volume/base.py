@@ -7,6 +7,8 @@ connection info, ``attachment_complete`` marks it attached.
 
 import abc
 
+from volmig import exception
+
 ATTACH_RESERVED = 'reserved'
 ATTACH_ATTACHING = 'attaching'
 ATTACH_ATTACHED = 'attached'
@@ -57,3 +59,12 @@ class VolumeAdapter(abc.ABC):
     @abc.abstractmethod
     def attachment_delete(self, ctxt, attachment_id: str) -> None:
         """Disconnect and forget the attachment."""
+
+    def migrate_volume(self, ctxt, volume_id: str, pool: str,
+                       max_bandwidth_mbps: int | None = None) -> dict:
+        """Move the volume's data to ``pool``, attached or not.
+
+        Returns the volume with ``migration_ids`` once every attachment
+        has started. Backends that cannot move data refuse.
+        """
+        raise exception.MigrationNotSupported(backend=type(self).__name__)

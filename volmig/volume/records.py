@@ -70,7 +70,8 @@ class VolumeRecords(base.VolumeAdapter):
                       pool=None, **extra):
         volume = dict(extra, id=uuidutils.generate_uuid(), name=name,
                       size_mb=size_mb, multiattach=bool(multiattach),
-                      pool=pool or 'fake')
+                      pool=pool or 'fake',
+                      project_id=getattr(ctxt, 'project_id', None))
         with self.records() as records:
             records['volumes'][volume['id']] = volume
             return self.present(records, volume)

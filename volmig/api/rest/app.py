@@ -1,0 +1,33 @@
+"""The REST API's WSGI application.
+
+``/`` (the versions document) answers without authentication, so load
+balancers and ``volmig-all-in-one`` can use it as a readiness check;
+everything else goes through auth (``[api] auth_strategy``) first.
+"""
+
+from oslo_middleware import request_id
+import webob.dec
+
+from volmig.api.rest import auth
+from volmig.api.rest import router
+from volmig.api.rest import versions
+from volmig.api.rest import wsgi
+
+
+class Root:
+
+    def __init__(self, application):
+        self.application = application
+        self.versions = wsgi.Resource(versions.VersionsController())
+
+    @webob.dec.wsgify(RequestClass=wsgi.Request)
+    def __call__(self, req):
+        if req.path_info in ('', '/') and req.method == 'GET':
+            req.urlvars = {'action': 'index'}
+            return req.get_response(self.versions)
+        return req.get_response(self.application)
+
+
+def build():
+    """The app, for the configuration already loaded."""
+    return request_id.RequestId(Root(auth.pipeline(router.Router())))

@@ -1,0 +1,25 @@
+"""``/os-volume-migrations``: what volume migrations are doing."""
+
+from volmig import policy
+from volmig.api import manager as rpc_face
+from volmig.api import validation
+from volmig.api.rest import controller
+from volmig.policies import volume_migrations as migrations_policy
+
+RULE = migrations_policy.PREFIX % 'show'
+
+
+class MigrationsController(controller.Controller):
+
+    def index(self, req):
+        policy.authorize(req.context, RULE)
+        filters = dict(req.GET)
+        validation.require_filters(filters, rpc_face.LIST_FILTERS)
+        return 200, {'volume_migrations': self.conductor.migration_list(
+            req.context, filters)}
+
+    def show(self, req, migration_id):
+        policy.authorize(req.context, RULE)
+        validation.require_uuid('migration_id', migration_id)
+        return 200, {'volume_migration': self.conductor.migration_get(
+            req.context, migration_id)}

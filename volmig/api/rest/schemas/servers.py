@@ -1,0 +1,65 @@
+"""Bodies of ``POST /servers`` and ``POST /servers/{id}/action``."""
+
+import copy
+
+from volmig.api import validation
+
+_block_device = {
+    'type': 'object',
+    'properties': {
+        'uuid': validation.UUID,
+        'source_type': {'enum': ['volume', 'blank', 'image', 'snapshot']},
+        'destination_type': {'enum': ['volume', 'local']},
+        'boot_index': {'type': ['integer', 'null']},
+        'delete_on_termination': {'type': 'boolean'},
+        'device_name': {'type': 'string'},
+        'volume_size': validation.POSITIVE_INT,
+        'tag': {'type': 'string', 'maxLength': 60},
+    },
+    'required': ['source_type'],
+    'additionalProperties': False,
+}
+
+create = {
+    'type': 'object',
+    'properties': {
+        'server': {
+            'type': 'object',
+            'properties': {
+                'name': validation.NAME,
+                'block_device_mapping_v2': {'type': 'array',
+                                            'items': _block_device},
+                'min_count': validation.POSITIVE_INT,
+                'max_count': validation.POSITIVE_INT,
+                'availability_zone': {'type': 'string', 'minLength': 1,
+                                      'maxLength': 255},
+                # Accepted so that Nova clients work; volmig guests have
+                # no images or flavors, so they are not used.
+                'imageRef': {'type': 'string'},
+                'flavorRef': {'type': ['string', 'integer']},
+                'networks': {'type': ['string', 'array']},
+            },
+            'required': ['name'],
+            'additionalProperties': False,
+        },
+    },
+    'required': ['server'],
+    'additionalProperties': False,
+}
+
+# 2.61: attach_mode on each block device.
+create_v261 = copy.deepcopy(create)
+create_v261['properties']['server']['properties'][
+    'block_device_mapping_v2']['items']['properties'][
+        'attach_mode'] = validation.ATTACH_MODE
+
+action = {
+    'type': 'object',
+    'properties': {
+        'os-stop': {'type': 'null'},
+        'os-start': {'type': 'null'},
+    },
+    'minProperties': 1,
+    'maxProperties': 1,
+    'additionalProperties': False,
+}

@@ -1,0 +1,31 @@
+from oslo_config import cfg
+
+api_group = cfg.OptGroup('api', title='REST API options')
+
+api_opts = [
+    cfg.StrOpt('auth_strategy', default='keystone',
+               choices=[('keystone', 'Tokens are validated by Keystone '
+                         '(keystonemiddleware; configure '
+                         '[keystone_authtoken]).'),
+                        ('noauth2', 'No authentication: the token '
+                         '"USER:PROJECT" is believed, and the user "admin" '
+                         'is an administrator. For tests and the embedded '
+                         'default only.')],
+               help='How REST requests are authenticated.'),
+    # Listening on every address is what an API service is for.
+    cfg.HostAddressOpt('listen', default='0.0.0.0',  # noqa: S104 # nosec
+                       help='Address the REST API listens on.'),
+    cfg.PortOpt('port', default=8788,
+                help='Port the REST API listens on; 0 picks a free one.'),
+    cfg.IntOpt('workers', default=16, min=1,
+               help='Threads serving REST requests in volmig-api.'),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(api_group)
+    conf.register_opts(api_opts, group=api_group)
+
+
+def list_opts():
+    return [(api_group, api_opts)]

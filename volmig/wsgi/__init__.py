@@ -1,0 +1,1 @@
+"""WSGI entry points for servers such as uWSGI or mod_wsgi."""
