@@ -63,6 +63,12 @@ class MultiattachMigrationNotSupported(Invalid):
                'attached server is shut off.')
 
 
+class MultiattachSwapNotSupported(Invalid):
+    msg_fmt = ('Volume %(volume_id)s has %(count)d attachments and at least '
+               'one is read/write: swapping it on one server would fork it '
+               'between servers. Migrate the volume instead.')
+
+
 class Forbidden(VolmigException):
     msg_fmt = 'Policy does not allow %(action)s.'
     code = 403

@@ -11,20 +11,23 @@ from volmig.conf import CONF
 ALLOWED_EXMODS = ['volmig.exception']
 
 _TRANSPORT = None
+_NOTIFICATION_TRANSPORT = None
 
 
 def init(conf=CONF) -> None:
-    global _TRANSPORT
+    global _TRANSPORT, _NOTIFICATION_TRANSPORT
     if _TRANSPORT is None:
         _TRANSPORT = messaging.get_rpc_transport(
             conf, allowed_remote_exmods=ALLOWED_EXMODS)
+        _NOTIFICATION_TRANSPORT = messaging.get_notification_transport(conf)
 
 
 def cleanup() -> None:
-    global _TRANSPORT
-    if _TRANSPORT is not None:
-        _TRANSPORT.cleanup()
-        _TRANSPORT = None
+    global _TRANSPORT, _NOTIFICATION_TRANSPORT
+    for transport_ in (_TRANSPORT, _NOTIFICATION_TRANSPORT):
+        if transport_ is not None:
+            transport_.cleanup()
+    _TRANSPORT = _NOTIFICATION_TRANSPORT = None
 
 
 def transport():
@@ -64,3 +67,11 @@ def get_server(topic: str, server: str, endpoints: list):
         transport(), target, endpoints,
         serializer=RequestContextSerializer(),
         access_policy=dispatcher.DefaultRPCAccessPolicy)
+
+
+def get_notifier(publisher_id: str, topic: str) -> messaging.Notifier:
+    if _NOTIFICATION_TRANSPORT is None:
+        raise RuntimeError('volmig.rpc.init() has not been called')
+    return messaging.Notifier(_NOTIFICATION_TRANSPORT,
+                              publisher_id=publisher_id, topics=[topic],
+                              serializer=RequestContextSerializer())

@@ -4,6 +4,7 @@ For production behind Apache or uWSGI, serve the module path
 ``volmig.wsgi.api:application`` instead.
 """
 
+import ipaddress
 import threading
 
 from cheroot import wsgi as cheroot_wsgi
@@ -27,9 +28,10 @@ class HTTPService(service.Service):
 
     @property
     def endpoint(self) -> str:
-        assert self._server is not None, 'the HTTP service is not started'
+        if self._server is None:
+            raise RuntimeError('the HTTP service is not started')
         host, port = self._server.bind_addr[:2]
-        if host in ('0.0.0.0', '::'):  # nosec B104
+        if ipaddress.ip_address(host).is_unspecified:
             host = '127.0.0.1'
         return 'http://%s:%d/v2.1' % (host, port)
 

@@ -13,6 +13,7 @@ import oslo_messaging as messaging
 
 from volmig import context
 from volmig import exception
+from volmig import notifications
 from volmig import states
 from volmig.compute import drivers
 from volmig.compute import jobs
@@ -21,6 +22,12 @@ from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
 
 LOG = logging.getLogger(__name__)
+
+START = 'volume_migration.start'
+CANCEL = 'volume_migration.cancel'
+COMPLETE = 'volume_migration.complete'
+# The notification a job that ends in this status belongs to.
+_EVENTS = {states.CANCELLED: CANCEL, states.COMPLETED: COMPLETE}
 
 expected = messaging.expected_exceptions(exception.VolmigException)
 
@@ -46,6 +53,8 @@ class ComputeManager:
         self.conductor = conductor_rpcapi.ConductorAPI()
         self.jobs = jobs.JobRunner(CONF.compute.job_workers,
                                    CONF.compute.job_poll_interval)
+        self.notifier = notifications.Notifier('%s:%s' % (rpcapi.BINARY,
+                                                          host))
 
     # Service plumbing.
 
@@ -62,8 +71,9 @@ class ComputeManager:
         for migration_id, job, final_status in self.driver.recover_jobs():
             LOG.info('Resuming the job of volume migration %s',
                      migration_id)
-            self._run_job(ctxt, {'id': migration_id}, job,
-                          self._finisher(ctxt, migration_id, final_status))
+            migration = {'id': migration_id}
+            self._run_job(ctxt, migration, job, _EVENTS[final_status],
+                          self._finisher(ctxt, migration, final_status))
 
     def cleanup_host(self) -> None:
         self.jobs.stop()
@@ -76,8 +86,12 @@ class ComputeManager:
     @expected
     @locked_instance
     def build_instance(self, ctxt, instance, block_devices):
+        data = notifications.instance_data(instance, block_devices=[
+            {'volume_id': bdm['volume_id'], 'attach_mode': bdm['attach_mode'],
+             'boot_index': bdm['boot_index']} for bdm in block_devices])
         try:
-            self.driver.spawn(instance, block_devices)
+            with self.notifier.around(ctxt, 'instance.create', data):
+                self.driver.spawn(instance, block_devices)
         except Exception as exc:
             LOG.exception('Build failed', instance=instance)
             self.conductor.instance_update(ctxt, instance['uuid'], {
@@ -119,8 +133,11 @@ class ComputeManager:
     @locked_instance
     def attach_volume(self, ctxt, instance, bdm, attach_mode='rw'):
         # A 1.0 caller sends no attach_mode; it only knows read/write.
-        self.driver.attach_volume(instance, dict(bdm,
-                                                 attach_mode=attach_mode))
+        data = notifications.instance_data(
+            instance, volume_id=bdm['volume_id'], attach_mode=attach_mode)
+        with self.notifier.around(ctxt, 'instance.volume_attach', data):
+            self.driver.attach_volume(instance,
+                                      dict(bdm, attach_mode=attach_mode))
 
     @expected
     @locked_instance
@@ -129,12 +146,44 @@ class ComputeManager:
         self.conductor.volume_detached(ctxt, instance['uuid'],
                                        bdm['volume_id'])
 
+    @expected
+    @locked_instance
+    def swap_volume(self, ctxt, instance, old_bdm, new_bdm):
+        """The legacy swap; the conductor hears how it ended."""
+        data = notifications.instance_data(
+            instance, old_volume_id=old_bdm['volume_id'],
+            new_volume_id=new_bdm['volume_id'],
+            attach_mode=old_bdm['attach_mode'])
+        self.notifier.notify(ctxt, 'instance.volume_swap', 'start', data)
+
+        def failed(exc):
+            self.notifier.notify(ctxt, 'instance.volume_swap', 'error', data,
+                                 exc)
+            self.conductor.swap_failed(ctxt, instance['uuid'], new_bdm)
+
+        def report(progress):
+            if progress.finished:
+                self.conductor.volume_swapped(ctxt, instance['uuid'],
+                                              old_bdm, new_bdm)
+                self.notifier.notify(ctxt, 'instance.volume_swap', 'end',
+                                     data)
+        try:
+            job = self.driver.swap_volume(instance, old_bdm, new_bdm)
+        except Exception as exc:
+            LOG.exception('Volume swap failed', instance=instance)
+            failed(exc)
+            raise exception.DriverError(action='swap a volume', reason=exc)
+        self.jobs.submit('swap-%s' % new_bdm['attachment_id'], job, report,
+                         failed)
+
     # Volume migrations.
 
     def _instance(self, migration):
         return {'uuid': migration['instance_uuid'], 'host': self.host}
 
-    def _fail(self, ctxt, migration, exc, recovery_needed):
+    def _fail(self, ctxt, migration, exc, recovery_needed, event):
+        self.notifier.notify(ctxt, event, 'error',
+                             notifications.migration_data(migration), exc)
         self.conductor.migration_fail(ctxt, migration['id'], str(exc),
                                       recovery_needed)
 
@@ -143,6 +192,8 @@ class ComputeManager:
     def migration_start(self, ctxt, migration, bdm):
         LOG.info('Starting volume migration %s', migration['id'],
                  instance_uuid=migration['instance_uuid'])
+        self.notifier.notify(ctxt, START, 'start',
+                             notifications.migration_data(migration))
         self.conductor.migration_set_status(ctxt, migration['id'],
                                             states.STARTING)
         try:
@@ -150,29 +201,33 @@ class ComputeManager:
                                                  bdm, migration)
         except Exception as exc:
             # The driver undoes a failed start, so the guest is on src.
-            self._fail(ctxt, migration, exc, recovery_needed=False)
+            self._fail(ctxt, migration, exc, False, START)
             raise
-        return self.conductor.migration_set_status(
+        started = self.conductor.migration_set_status(
             ctxt, migration['id'], states.STARTED, pauses)
+        self.notifier.notify(ctxt, START, 'end',
+                             notifications.migration_data(started))
+        return started
 
     @expected
     @locked_instance
     def migration_cancel(self, ctxt, migration, bdm):
         LOG.info('Cancelling volume migration %s', migration['id'],
                  instance_uuid=migration['instance_uuid'])
-        self._merge_back(ctxt, migration, bdm,
-                         self._finisher(ctxt, migration['id'],
-                                        states.CANCELLED))
+        self.notifier.notify(ctxt, CANCEL, 'start',
+                             notifications.migration_data(migration))
+        self._merge_back(ctxt, migration, bdm, CANCEL,
+                         self._finisher(ctxt, migration, states.CANCELLED))
 
-    def _merge_back(self, ctxt, migration, bdm, finish):
+    def _merge_back(self, ctxt, migration, bdm, event, finish):
         """Send the guest back to src; ``finish(job)`` once merged."""
         try:
             job = self.driver.migration_cancel(self._instance(migration),
                                                bdm, migration)
         except Exception as exc:
-            self._fail(ctxt, migration, exc, recovery_needed=True)
+            self._fail(ctxt, migration, exc, True, event)
             raise
-        self._run_job(ctxt, migration, job, finish)
+        self._run_job(ctxt, migration, job, event, finish)
 
     @expected
     @locked_instance
@@ -180,6 +235,8 @@ class ComputeManager:
         LOG.info('Completing volume migration %s', migration['id'],
                  instance_uuid=migration['instance_uuid'])
         instance = self._instance(migration)
+        self.notifier.notify(ctxt, COMPLETE, 'start',
+                             notifications.migration_data(migration))
         try:
             pauses = self.driver.migration_switch(instance, bdm, migration,
                                                   dst_connection_info)
@@ -195,11 +252,10 @@ class ComputeManager:
         try:
             job = self.driver.migration_commit(instance, bdm, migration)
         except Exception as exc:
-            self._fail(ctxt, migration, exc, recovery_needed=True)
+            self._fail(ctxt, migration, exc, True, COMPLETE)
             raise
-        self._run_job(ctxt, migration, job,
-                      self._finisher(ctxt, migration['id'],
-                                     states.COMPLETED))
+        self._run_job(ctxt, migration, job, COMPLETE,
+                      self._finisher(ctxt, migration, states.COMPLETED))
 
     def _roll_back(self, ctxt, migration, bdm, reason):
         """After a refused switch: merge the overlay back into src."""
@@ -208,21 +264,22 @@ class ComputeManager:
                   instance_uuid=migration['instance_uuid'])
 
         def finish(job):
-            self._fail(ctxt, migration, reason, recovery_needed=False)
+            self._fail(ctxt, migration, reason, False, COMPLETE)
         try:
-            self._merge_back(ctxt, migration, bdm, finish)
+            self._merge_back(ctxt, migration, bdm, COMPLETE, finish)
         except Exception:
             LOG.exception('Volume migration %s could not go back to src',
                           migration['id'])
 
-    def _finisher(self, ctxt, migration_id, final_status):
+    def _finisher(self, ctxt, migration, final_status):
         def finish(job):
-            self.conductor.migration_set_status(ctxt, migration_id,
-                                                final_status,
-                                                dict(job.pauses))
+            ended = self.conductor.migration_set_status(
+                ctxt, migration['id'], final_status, dict(job.pauses))
+            self.notifier.notify(ctxt, _EVENTS[final_status], 'end',
+                                 notifications.migration_data(ended))
         return finish
 
-    def _run_job(self, ctxt, migration, job, finish):
+    def _run_job(self, ctxt, migration, job, event, finish):
         """Run a driver job, report its progress, then ``finish(job)``."""
         def report(progress):
             if progress.bytes_total:
@@ -233,6 +290,6 @@ class ComputeManager:
                 finish(job)
 
         def on_error(exc):
-            self._fail(ctxt, migration, exc, recovery_needed=True)
+            self._fail(ctxt, migration, exc, True, event)
 
         self.jobs.submit(migration['id'], job, report, on_error)

@@ -8,6 +8,8 @@ API version history:
     1.1 - attach_volume takes attach_mode, and build_instance honours each
           block device's attach_mode: "ro" attaches read-only. A 1.0 agent
           would attach read/write, so "ro" is never sent to one.
+    1.2 - swap_volume: the legacy swap, a copy by the hypervisor into the
+          new volume, then a switch to it.
 """
 
 from collections.abc import Callable
@@ -23,13 +25,14 @@ LOG = logging.getLogger(__name__)
 
 # The agent's binary name, which is also its RPC topic.
 BINARY = TOPIC = 'volmig-compute'
-RPC_API_VERSION = '1.1'
+RPC_API_VERSION = '1.2'
 READONLY_ATTACH_VERSION = '1.1'
+SWAP_VERSION = '1.2'
 
 # Release names an operator may put in [upgrade_levels] compute.
 VERSION_ALIASES = {
     '2026.1': '1.0',
-    '2026.2': '1.1',
+    '2026.2': '1.2',
 }
 
 
@@ -136,3 +139,8 @@ class ComputeAPI:
         self._prepare(host, '1.0').cast(
             ctxt, 'migration_complete', migration=migration, bdm=bdm,
             dst_connection_info=dst_connection_info)
+
+    def swap_volume(self, ctxt, host, instance, old_bdm, new_bdm):
+        self._prepare(host, SWAP_VERSION).cast(
+            ctxt, 'swap_volume', instance=instance, old_bdm=old_bdm,
+            new_bdm=new_bdm)

@@ -74,21 +74,32 @@ class InstanceConductor:
         return min(candidates, key=lambda s: (load[s['host']], s['host']))
 
     def _check_readonly(self, service: dict, modes) -> None:
-        rules.check_compute_supports(
-            service['host'],
-            self.compute_api.can_send_version(
-                compute_rpcapi.READONLY_ATTACH_VERSION, service['version']),
-            'ro' if 'ro' in modes else 'rw')
+        if 'ro' in modes:
+            rules.check_compute_version(
+                service['host'], 'read-only attachments',
+                compute_rpcapi.READONLY_ATTACH_VERSION,
+                self.compute_api.can_send_version(
+                    compute_rpcapi.READONLY_ATTACH_VERSION,
+                    service['version']))
+
+    def _connect(self, ctxt, instance: dict, volume_id: str,
+                 attach_mode: str) -> dict:
+        """A new attachment, connected to the instance's host."""
+        attachment = self.volume_api.attachment_create(
+            ctxt, volume_id, instance['uuid'], attach_mode)
+        try:
+            return self.volume_api.attachment_update(
+                ctxt, attachment['id'],
+                {'host': instance['host'], 'mode': attach_mode})
+        except Exception:
+            self.volume_api.attachment_delete(ctxt, attachment['id'])
+            raise
 
     def _attach_records(self, ctxt, instance: dict, volume_id: str,
                         attach_mode: str, index: int,
                         boot_index: int | None) -> dict:
-        attachment = self.volume_api.attachment_create(
-            ctxt, volume_id, instance['uuid'], attach_mode)
+        attachment = self._connect(ctxt, instance, volume_id, attach_mode)
         try:
-            attachment = self.volume_api.attachment_update(
-                ctxt, attachment['id'],
-                {'host': instance['host'], 'mode': attach_mode})
             return db.bdm_create(ctxt, {
                 'instance_uuid': instance['uuid'], 'volume_id': volume_id,
                 'attachment_id': attachment['id'],
@@ -242,4 +253,62 @@ class InstanceConductor:
         bdm = db.bdm_get_by_volume(ctxt, instance_uuid, volume_id)
         self.volume_api.attachment_delete(ctxt, bdm['attachment_id'])
         db.bdm_destroy(ctxt, bdm['id'])
+        db.instance_update(ctxt, instance_uuid, {'task_state': None})
+
+    # The legacy swap (DESIGN section 3.3): two attachments at once.
+
+    def swap_volume(self, ctxt, instance_uuid: str, old_volume_id: str,
+                    new_volume_id: str) -> dict:
+        """Connect the new volume, then have the agent copy and switch."""
+        old_bdm = db.bdm_get_by_volume(ctxt, instance_uuid, old_volume_id)
+        instance = db.instance_get(ctxt, instance_uuid)
+        rules.check_instance_idle(instance, 'swap a volume of')
+        old_volume = self.volume_api.get_volume(ctxt, old_volume_id)
+        new_volume = self.volume_api.get_volume(ctxt, new_volume_id)
+        rules.check_can_swap(old_volume, new_volume, db.migration_get_all(
+            ctxt, status=states.IN_PROGRESS, volume_id=old_volume_id))
+        rules.check_can_attach(new_volume, db.migration_get_all(
+            ctxt, status=states.IN_PROGRESS, volume_id=new_volume_id))
+        service = db.service_get(ctxt, compute_rpcapi.BINARY, instance['host'])
+        rules.check_compute_version(
+            service['host'], 'volume swap', compute_rpcapi.SWAP_VERSION,
+            self.compute_api.can_send_version(compute_rpcapi.SWAP_VERSION,
+                                              service['version']))
+        instance = self._begin_task(ctxt, instance_uuid, 'swap a volume of',
+                                    states.TASK_SWAPPING)
+        try:
+            attachment = self._connect(ctxt, instance, new_volume_id,
+                                       old_bdm['attach_mode'])
+        except Exception:
+            db.instance_update(ctxt, instance_uuid, {'task_state': None})
+            raise
+        new_bdm = dict(old_bdm, volume_id=new_volume_id,
+                       attachment_id=attachment['id'],
+                       connection_info=attachment['connection_info'])
+        try:
+            self.compute_api.swap_volume(ctxt, instance['host'], instance,
+                                         old_bdm, new_bdm)
+        except Exception:
+            self.swap_failed(ctxt, instance_uuid, new_bdm)
+            raise
+        LOG.info('Swapping volume %(old)s for %(new)s',
+                 {'old': old_volume_id, 'new': new_volume_id},
+                 instance_uuid=instance_uuid)
+        return new_bdm
+
+    def volume_swapped(self, ctxt, instance_uuid: str, old_bdm: dict,
+                       new_bdm: dict) -> dict:
+        """The guest is on the new volume: keep one attachment, its own."""
+        self.volume_api.attachment_complete(ctxt, new_bdm['attachment_id'])
+        bdm = db.bdm_update(ctxt, old_bdm['id'], {
+            'volume_id': new_bdm['volume_id'],
+            'attachment_id': new_bdm['attachment_id'],
+            'connection_info': new_bdm['connection_info']})
+        self.volume_api.attachment_delete(ctxt, old_bdm['attachment_id'])
+        db.instance_update(ctxt, instance_uuid, {'task_state': None})
+        return bdm
+
+    def swap_failed(self, ctxt, instance_uuid: str, new_bdm: dict) -> None:
+        """The guest stayed on the old volume: drop the new attachment."""
+        self.volume_api.attachment_delete(ctxt, new_bdm['attachment_id'])
         db.instance_update(ctxt, instance_uuid, {'task_state': None})

@@ -110,6 +110,20 @@ class ConductorManager:
         return self.instances.detach_volume(ctxt, instance_uuid, volume_id)
 
     @expected
+    def swap_volume(self, ctxt, instance_uuid, old_volume_id, new_volume_id):
+        return self.instances.swap_volume(ctxt, instance_uuid,
+                                          old_volume_id, new_volume_id)
+
+    @expected
+    def volume_swapped(self, ctxt, instance_uuid, old_bdm, new_bdm):
+        return self.instances.volume_swapped(ctxt, instance_uuid, old_bdm,
+                                             new_bdm)
+
+    @expected
+    def swap_failed(self, ctxt, instance_uuid, new_bdm):
+        return self.instances.swap_failed(ctxt, instance_uuid, new_bdm)
+
+    @expected
     def instance_update(self, ctxt, instance_uuid, values):
         return db.instance_update(ctxt, instance_uuid, values)
 

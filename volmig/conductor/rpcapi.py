@@ -5,13 +5,14 @@ API version history:
     1.0 - Initial version.
     1.1 - migration_set_status takes pauses: the guest I/O pauses, in
           milliseconds, of the driver steps that led to the status.
+    1.2 - swap_volume, volume_swapped and swap_failed: the legacy swap.
 """
 
 from volmig import rpc
 from volmig.conf import CONF
 
 TOPIC = 'volmig-conductor'
-RPC_API_VERSION = '1.1'
+RPC_API_VERSION = '1.2'
 
 
 class ConductorAPI:
@@ -69,7 +70,23 @@ class ConductorAPI:
         return self._call(ctxt, 'detach_volume', instance_uuid=instance_uuid,
                           volume_id=volume_id)
 
+    def swap_volume(self, ctxt, instance_uuid, old_volume_id,
+                    new_volume_id):
+        return self.client.prepare(version='1.2').call(
+            ctxt, 'swap_volume', instance_uuid=instance_uuid,
+            old_volume_id=old_volume_id, new_volume_id=new_volume_id)
+
     # Instances: what compute agents report.
+
+    def volume_swapped(self, ctxt, instance_uuid, old_bdm, new_bdm):
+        return self.client.prepare(version='1.2').call(
+            ctxt, 'volume_swapped', instance_uuid=instance_uuid,
+            old_bdm=old_bdm, new_bdm=new_bdm)
+
+    def swap_failed(self, ctxt, instance_uuid, new_bdm):
+        return self.client.prepare(version='1.2').call(
+            ctxt, 'swap_failed', instance_uuid=instance_uuid,
+            new_bdm=new_bdm)
 
     def instance_update(self, ctxt, instance_uuid, values):
         return self._call(ctxt, 'instance_update',

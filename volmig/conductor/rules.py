@@ -78,12 +78,11 @@ def check_instance_idle(instance: dict, action: str) -> None:
             task_state=instance['task_state'])
 
 
-def check_compute_supports(host: str, version_ok: bool, attach_mode: str,
-                           needed: str = '1.1') -> None:
-    """A read-only attachment needs an agent that knows attach_mode."""
-    if attach_mode == 'ro' and not version_ok:
-        raise exception.ComputeTooOld(host=host,
-                                      feature='read-only attachments',
+def check_compute_version(host: str, feature: str, needed: str,
+                          version_ok: bool) -> None:
+    """The agent on ``host`` must speak compute RPC ``needed``."""
+    if not version_ok:
+        raise exception.ComputeTooOld(host=host, feature=feature,
                                       needed=needed)
 
 
@@ -132,6 +131,33 @@ def choose_migration_mode(instance: dict, volume: dict,
         return states.MODE_LIVE
     raise exception.InstanceMustBeShutOff(host=instance['host'],
                                           instance_uuid=instance['uuid'])
+
+
+def check_can_swap(old_volume: dict, new_volume: dict,
+                   migrations_in_progress: Iterable[dict]) -> None:
+    """The legacy swap of ``old_volume`` for ``new_volume`` on one server.
+
+    A swap switches one server only, so an old volume that other servers
+    may write to cannot be swapped; migrating it switches them all.
+    """
+    if new_volume['id'] == old_volume['id']:
+        raise exception.Invalid(reason='the new volume is the old volume')
+    attachments = old_volume['attachments']
+    if (len(attachments) > 1
+            and any(a['attach_mode'] == 'rw' for a in attachments)):
+        raise exception.MultiattachSwapNotSupported(
+            volume_id=old_volume['id'], count=len(attachments))
+    for migration in migrations_in_progress:
+        raise exception.MigrationInProgress(
+            what='volume %s' % migration['volume_id'],
+            reason='migration %s is %s' % (migration['id'],
+                                           migration['status']))
+    if new_volume['size_mb'] != old_volume['size_mb']:
+        raise exception.Invalid(
+            reason='volume %s has %d MiB, volume %s has %d MiB; a swap '
+                   'needs volumes of the same size' % (
+                       new_volume['id'], new_volume['size_mb'],
+                       old_volume['id'], old_volume['size_mb']))
 
 
 def check_can_cancel(migration: dict) -> bool:

@@ -96,6 +96,15 @@ class ComputeDriver(abc.ABC):
         """Detach a volume."""
 
     @abc.abstractmethod
+    def swap_volume(self, instance: dict, old_bdm: dict,
+                    new_bdm: dict) -> Job:
+        """The legacy swap: copy old into new, then switch the guest.
+
+        The job's end is the switch; until then the guest is on old, and a
+        failed job leaves it there.
+        """
+
+    @abc.abstractmethod
     def migration_start(self, instance: dict, bdm: dict,
                         migration: dict) -> dict:
         """Stop all writes to the source.

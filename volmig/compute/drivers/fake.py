@@ -77,6 +77,12 @@ class FakeDriver(base.ComputeDriver):
     def detach_volume(self, instance, bdm):
         self._guest(instance).disks.pop(bdm['volume_id'], None)
 
+    def swap_volume(self, instance, old_bdm, new_bdm):
+        disks = self._guest(instance).disks
+        disks[new_bdm['volume_id']] = self._new_disk(new_bdm)
+        del disks[old_bdm['volume_id']]
+        return base.FinishedJob()
+
     def migration_start(self, instance, bdm, migration):
         if migration['mode'] == states.MODE_OFFLINE:
             if self.get_power_state(instance) == states.POWER_RUNNING:

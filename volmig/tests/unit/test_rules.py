@@ -80,14 +80,15 @@ class AttachRulesTest(base.BaseTestCase):
                                 [_migration(states.STARTED)])
         self.assertEqual(409, exc.code)
 
-    def test_ro_to_old_compute(self):
+    def test_feature_on_old_compute(self):
         exc = self.assertRaises(exception.ComputeTooOld,
-                                rules.check_compute_supports, 'old-host',
-                                False, 'ro')
+                                rules.check_compute_version, 'old-host',
+                                'read-only attachments', '1.1', False)
         self.assertEqual(409, exc.code)
         self.assertIn('old-host', str(exc))
-        rules.check_compute_supports('old-host', False, 'rw')
-        rules.check_compute_supports('new-host', True, 'ro')
+        self.assertIn('1.1', str(exc))
+        rules.check_compute_version('new-host', 'read-only attachments',
+                                    '1.1', True)
 
     def test_instance_busy(self):
         exc = self.assertRaises(exception.InstanceInvalidState,

@@ -4,7 +4,7 @@ import copy
 
 from volmig.api import validation
 
-create = {
+create: dict = {
     'type': 'object',
     'properties': {
         'volumeAttachment': {

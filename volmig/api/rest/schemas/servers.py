@@ -20,7 +20,7 @@ _block_device = {
     'additionalProperties': False,
 }
 
-create = {
+create: dict = {
     'type': 'object',
     'properties': {
         'server': {

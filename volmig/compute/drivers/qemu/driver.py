@@ -183,6 +183,44 @@ class QemuDriver(base.ComputeDriver):
             del guest.disks[bdm['volume_id']]
             guest.save()
 
+    # The legacy swap: QEMU copies, as Nova's swap-volume does.
+
+    def swap_volume(self, instance, old_bdm, new_bdm):
+        guest = self._guest(instance)
+        new_path = volume_path(new_bdm['connection_info'])
+        with guest.lock:
+            disk = guest.disks[old_bdm['volume_id']]
+            if disk.get('overlay'):
+                raise exception.DriverError(
+                    action='swap volume %s' % disk['volume_id'],
+                    reason='a volume migration has it on an overlay')
+            if not guest.is_running():
+                self._img('convert', '-n', '-f', 'raw', '-O', 'raw',
+                          disk['path'], new_path)
+                self.repoint(guest, disk, new_bdm, new_path)
+                return base.FinishedJob()
+            names = guest_mod.node_names(disk)
+            target = guest_mod.node_names(dict(disk, gen=disk['gen'] + 1))
+            guest.add_volume_node(target['base'], new_path, read_only=False)
+            job = MirrorJob(self, guest, disk, new_bdm, new_path)
+            try:
+                guest.execute('blockdev-mirror', **{
+                    'job-id': job.job_id, 'device': names['base'],
+                    'target': target['base'], 'sync': 'full',
+                    'auto-dismiss': False})
+            except Exception:
+                guest.delete_nodes(target['base'])
+                raise
+            return job
+
+    def repoint(self, guest, disk, new_bdm, path: str) -> None:
+        """The disk is the new volume from now on."""
+        del guest.disks[disk['volume_id']]
+        disk.update(volume_id=new_bdm['volume_id'], path=path,
+                    attachment_id=new_bdm['attachment_id'])
+        guest.disks[disk['volume_id']] = disk
+        guest.save()
+
     # Volume migration.
 
     def _img(self, *args: str) -> None:
@@ -471,3 +509,42 @@ class CommitJob(base.Job):
                     '/machine/peripheral/%s/' % names['device']):
                 return block['inserted']['node-name'] == names['overlay']
         return False
+
+
+class MirrorJob(base.Job):
+    """A blockdev-mirror of a disk into a new volume, then the pivot."""
+
+    def __init__(self, driver: QemuDriver, guest: guest_mod.Guest,
+                 disk: dict, new_bdm: dict, new_path: str):
+        self._driver = driver
+        self._guest = guest
+        self._disk = disk
+        self._new_bdm = new_bdm
+        self._new_path = new_path
+        self.job_id = 'mirror-%s' % new_bdm['attachment_id']
+        self.pauses: dict[str, float] = {}
+
+    def poll(self) -> base.JobProgress:
+        guest, disk = self._guest, self._disk
+        old = guest_mod.node_names(disk)
+        new = guest_mod.node_names(dict(disk, gen=disk['gen'] + 1))
+        with guest.lock:
+            (job,) = [job for job in guest.execute('query-jobs')
+                      if job['id'] == self.job_id]
+            done, total = job['current-progress'], job['total-progress']
+            if job['status'] == 'ready':
+                # The pivot: the device and its export move to the copy.
+                self.pauses['pivot'] = guest.timed('job-complete',
+                                                   id=self.job_id)
+            elif job['status'] == 'concluded':
+                guest.execute('job-dismiss', id=self.job_id)
+                if job.get('error'):
+                    guest.delete_nodes(new['base'])
+                    raise exception.DriverError(action='mirror the volume',
+                                                reason=job['error'])
+                guest.delete_nodes(old['base'])
+                disk['gen'] += 1
+                self._driver.repoint(guest, disk, self._new_bdm,
+                                     self._new_path)
+                return base.JobProgress(total, total, True)
+            return base.JobProgress(done, total, False)

@@ -1,0 +1,82 @@
+"""Versioned notifications (DESIGN section 3.4).
+
+They go to the ``versioned_notifications`` topic through oslo.messaging's
+notifier; ``[oslo_messaging_notifications] driver = messagingv2`` turns
+them on (oslo.messaging's default sends nothing). Each payload is a
+versioned object in Nova's envelope, and ``doc/notification_samples`` has
+a sample of each event, which the tests hold the code to.
+"""
+
+import contextlib
+
+from oslo_log import log as logging
+import oslo_messaging as messaging
+
+from volmig import rpc
+
+LOG = logging.getLogger(__name__)
+
+TOPIC = 'versioned_notifications'
+NAMESPACE = 'volmig'
+
+# Event type (without the phase) -> (payload object, version).
+PAYLOADS = {
+    'instance.create': ('InstanceCreatePayload', '1.0'),
+    'instance.volume_attach': ('InstanceActionVolumePayload', '1.0'),
+    'instance.volume_swap': ('InstanceActionVolumeSwapPayload', '1.0'),
+    'volume_migration.start': ('VolumeMigrationPayload', '1.0'),
+    'volume_migration.cancel': ('VolumeMigrationPayload', '1.0'),
+    'volume_migration.complete': ('VolumeMigrationPayload', '1.0'),
+}
+
+INSTANCE_FIELDS = ('uuid', 'name', 'host', 'project_id', 'user_id',
+                   'vm_state', 'power_state', 'task_state')
+MIGRATION_FIELDS = ('id', 'instance_uuid', 'volume_id', 'src_attachment_id',
+                    'dst_attachment_id', 'mode', 'host', 'status')
+
+
+def instance_data(instance: dict, **extra) -> dict:
+    return dict({field: instance.get(field) for field in INSTANCE_FIELDS},
+                **extra)
+
+
+def migration_data(migration: dict) -> dict:
+    return {field: migration.get(field) for field in MIGRATION_FIELDS}
+
+
+class Notifier:
+
+    def __init__(self, publisher_id: str):
+        self.publisher_id = publisher_id
+        self._notifier: messaging.Notifier | None = None
+
+    def notify(self, ctxt, event: str, phase: str, data: dict,
+               exc: Exception | None = None) -> None:
+        """Send ``event.phase``; a notification never fails the work."""
+        name, version = PAYLOADS[event]
+        if exc is not None:
+            data = dict(data, fault={'exception': type(exc).__name__,
+                                     'exception_message': str(exc)})
+        payload = {'volmig_object.name': name,
+                   'volmig_object.namespace': NAMESPACE,
+                   'volmig_object.version': version,
+                   'volmig_object.data': data}
+        try:
+            if self._notifier is None:
+                self._notifier = rpc.get_notifier(self.publisher_id, TOPIC)
+            notifier = self._notifier
+            send = notifier.error if phase == 'error' else notifier.info
+            send(ctxt, '%s.%s' % (event, phase), payload)
+        except Exception:
+            LOG.exception('Could not send notification %s.%s', event, phase)
+
+    @contextlib.contextmanager
+    def around(self, ctxt, event: str, data: dict):
+        """``start`` now, then ``end``, or ``error`` if the body raises."""
+        self.notify(ctxt, event, 'start', data)
+        try:
+            yield
+        except Exception as exc:
+            self.notify(ctxt, event, 'error', data, exc)
+            raise
+        self.notify(ctxt, event, 'end', data)
