@@ -23,6 +23,8 @@ def volume_view(req, volume: dict) -> dict:
         'multiattach': volume['multiattach'],
         'pool': volume.get('pool'),
         'migration_status': volume.get('migration_status'),
+        'migration_progress': volume.get('migration_progress'),
+        'migration_error': volume.get('migration_error'),
         'availabilityZone': 'nova',
         'attachments': [
             {'id': attachment['id'], 'volumeId': volume['id'],

@@ -5,8 +5,8 @@ API, volmig-volume (two pools of real files) and fake compute agents;
 requests go straight to the WSGI app through wsgi-intercept.
 """
 
-from gabbi import fixture
 import fixtures
+from gabbi import fixture
 
 from volmig import service
 from volmig.api.rest import app
@@ -26,7 +26,7 @@ def setup_app():
 class APIFixture(fixture.GabbiFixture):
     """The embedded default: file volumes, fake guests."""
 
-    COMPUTE_HOSTS = ('compute-1', 'compute-2')
+    COMPUTE_HOSTS: tuple[str, ...] = ('compute-1', 'compute-2')
 
     def start_fixture(self):
         self._fixtures = fixtures.Fixture()

@@ -1,0 +1,1 @@
+"""The ``volmig`` command: a cliff client of the REST API."""

@@ -1,0 +1,44 @@
+"""``volmig migration ...``: what volume migrations are doing."""
+
+from urllib import parse
+
+from cliff import lister
+from cliff import show
+
+COLUMNS = ('id', 'volume_id', 'instance_uuid', 'host', 'mode', 'status',
+           'bytes_done', 'bytes_total', 'eta_seconds')
+
+
+class ListMigrations(lister.Lister):
+    """List volume migrations."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        for name in ('status', 'volume-id', 'instance-uuid', 'host'):
+            parser.add_argument('--' + name)
+        return parser
+
+    def take_action(self, args):
+        filters = {key: value for key, value in (
+            ('status', args.status), ('volume_id', args.volume_id),
+            ('instance_uuid', args.instance_uuid), ('host', args.host))
+            if value}
+        found = self.app.api.get('/os-volume-migrations?'
+                                 + parse.urlencode(filters))
+        return COLUMNS, [tuple(migration.get(column) for column in COLUMNS)
+                         for migration in found['volume_migrations']]
+
+
+class ShowMigration(show.ShowOne):
+    """Show a volume migration, with its phase and pauses."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('migration')
+        return parser
+
+    def take_action(self, args):
+        migration = self.app.api.get('/os-volume-migrations/%s'
+                                     % args.migration)['volume_migration']
+        columns = tuple(sorted(migration))
+        return columns, tuple(migration[column] for column in columns)

@@ -1,0 +1,99 @@
+"""``volmig server ...``."""
+
+from cliff import command
+from cliff import lister
+from cliff import show
+
+COLUMNS = ('id', 'name', 'status', 'task_state', 'volumes')
+
+
+def _row(server: dict) -> tuple:
+    volumes = ', '.join(
+        '%s (%s)' % (volume['id'], volume.get('attach_mode', 'rw'))
+        for volume in server['os-extended-volumes:volumes_attached'])
+    return (server['id'], server['name'], server['status'],
+            server['OS-EXT-STS:task_state'], volumes)
+
+
+class CreateServer(lister.Lister):
+    """Create servers, optionally sharing volumes (--count)."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('name')
+        parser.add_argument('--volume', action='append', default=[],
+                            help='A volume to attach; repeat for more.')
+        parser.add_argument('--mode', choices=['rw', 'ro'], default='rw',
+                            help='Attach mode of the volumes.')
+        parser.add_argument('--count', type=int, default=1,
+                            help='How many servers; they share the '
+                                 'volumes, which must be multiattach.')
+        parser.add_argument('--host', help='Pin to this compute host.')
+        return parser
+
+    def take_action(self, args):
+        server = {'name': args.name, 'min_count': args.count,
+                  'max_count': args.count,
+                  'block_device_mapping_v2': [
+                      {'uuid': volume, 'source_type': 'volume',
+                       'destination_type': 'volume', 'attach_mode': args.mode,
+                       'boot_index': index if index == 0 else None}
+                      for index, volume in enumerate(args.volume)]}
+        if args.host:
+            server['availability_zone'] = 'nova:%s' % args.host
+        created = self.app.api.post('/servers', {'server': server})
+        servers = created.get('servers', [created['server']])
+        return ('id', 'name'), [(s['id'], s['name']) for s in servers]
+
+
+class ListServers(lister.Lister):
+    """List servers."""
+
+    def take_action(self, args):
+        found = self.app.api.get('/servers/detail')['servers']
+        return COLUMNS, [_row(server) for server in found]
+
+
+class ShowServer(show.ShowOne):
+    """Show a server."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('server')
+        return parser
+
+    def take_action(self, args):
+        server = self.app.api.get('/servers/%s' % args.server)['server']
+        return COLUMNS + ('host',), _row(server) + (
+            server.get('OS-EXT-SRV-ATTR:host'),)
+
+
+class _ServerCommand(command.Command):
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('server')
+        return parser
+
+
+class DeleteServer(_ServerCommand):
+    """Delete a server."""
+
+    def take_action(self, args):
+        self.app.api.delete('/servers/%s' % args.server)
+
+
+class StopServer(_ServerCommand):
+    """Shut a server off."""
+
+    def take_action(self, args):
+        self.app.api.post('/servers/%s/action' % args.server,
+                          {'os-stop': None})
+
+
+class StartServer(_ServerCommand):
+    """Power a server on."""
+
+    def take_action(self, args):
+        self.app.api.post('/servers/%s/action' % args.server,
+                          {'os-start': None})
