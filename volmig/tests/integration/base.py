@@ -16,6 +16,12 @@ from volmig.tests import storage_role
 from volmig.tests.integration import cluster
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(('127.0.0.1', 0))
+        return probe.getsockname()[1]
+
+
 def rabbit_reachable() -> bool:
     try:
         socket.create_connection(cluster.RABBIT, timeout=2).close()
@@ -49,7 +55,12 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
         for (group, name), value in extra.items():
             self.conf_fixture.conf(group=group, **{name: value})
         self.hosts = ['compute-%d' % n for n in range(1, self.COMPUTES + 1)]
+        api_port = free_port()
+        self.endpoint = 'http://127.0.0.1:%d/v2.1' % api_port
         options = {
+            ('api', 'listen'): '127.0.0.1',
+            ('api', 'port'): api_port,
+            ('api', 'auth_strategy'): 'noauth2',
             ('DEFAULT', 'report_interval'): 1,
             ('DEFAULT', 'service_down_time'): 4,
             ('DEFAULT', 'rpc_response_timeout'): 30,
