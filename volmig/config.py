@@ -21,7 +21,8 @@ def register_opts(conf=CONF) -> None:
     # oslo.messaging registers these lazily; volmig sets defaults on them
     # (and tests override them) before any transport exists.
     for group, group_opts in messaging_opts.list_opts():
-        if group in (None, 'oslo_messaging_rabbit'):
+        if group in (None, 'oslo_messaging_rabbit',
+                     'oslo_messaging_notifications'):
             conf.register_opts(group_opts, group=group)
     conf.set_default('rabbit_qos_prefetch_count', RABBIT_PREFETCH,
                      group='oslo_messaging_rabbit')
