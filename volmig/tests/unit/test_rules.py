@@ -227,3 +227,58 @@ class CancelCompleteTest(base.BaseTestCase):
                                 {'id': 'v-2', 'size_mb': 32})
         self.assertIn('32 MiB', str(exc))
         self.assertEqual(400, exc.code)
+
+
+class SwapAndMicroversionRulesTest(base.BaseTestCase):
+
+    @staticmethod
+    def _sized(volume_id, size_mb, **kwargs):
+        return dict(_volume(**kwargs), id=volume_id, size_mb=size_mb)
+
+    def test_swap_of_a_volume_shared_rw_is_refused(self):
+        exc = self.assertRaises(
+            exception.MultiattachSwapNotSupported, rules.check_can_swap,
+            self._sized('old', 16, multiattach=True, modes=['rw', 'ro']),
+            self._sized('new', 16), [])
+        self.assertEqual(400, exc.code)
+        self.assertIn('old', str(exc))
+
+    def test_swap_of_a_volume_shared_ro_is_allowed(self):
+        rules.check_can_swap(
+            self._sized('old', 16, multiattach=True, modes=['ro', 'ro']),
+            self._sized('new', 16), [])
+
+    def test_swap_needs_the_same_size_and_another_volume(self):
+        exc = self.assertRaises(exception.Invalid, rules.check_can_swap,
+                                self._sized('old', 16, modes=['rw']),
+                                self._sized('new', 8), [])
+        self.assertIn('8 MiB', str(exc))
+        exc = self.assertRaises(exception.Invalid, rules.check_can_swap,
+                                self._sized('old', 16, modes=['rw']),
+                                self._sized('old', 16), [])
+        self.assertIn('the new volume is the old volume', str(exc))
+
+    def test_swap_while_migrating_is_a_conflict(self):
+        exc = self.assertRaises(
+            exception.MigrationInProgress, rules.check_can_swap,
+            self._sized('old', 16, modes=['rw']), self._sized('new', 16),
+            [dict(_migration(states.STARTED), volume_id='old')])
+        self.assertEqual(409, exc.code)
+
+    def test_multiattach_needs_2_60(self):
+        shared = _volume(multiattach=True)
+        exc = self.assertRaises(exception.MultiattachNeedsMicroversion,
+                                rules.check_multiattach_version, shared,
+                                False)
+        self.assertIn('2.60', str(exc))
+        rules.check_multiattach_version(shared, True)
+        rules.check_multiattach_version(_volume(), False)
+
+    def test_multi_create_sharing_needs_2_61(self):
+        shared = _volume(multiattach=True)
+        exc = self.assertRaises(exception.MultiattachNeedsMicroversion,
+                                rules.check_multi_create_version, 2,
+                                [shared], False)
+        self.assertIn('2.61', str(exc))
+        rules.check_multi_create_version(2, [shared], True)
+        rules.check_multi_create_version(1, [shared], False)
