@@ -308,3 +308,32 @@ class OfflineAndFaultsTest(QemuTestCase):
         self.assertEqual(vol['path'], failed['path'])
         self.assertFalse(os.path.exists(target['path']))
         self.assert_image(vol['path'], writer)
+
+
+class LegacySwapTest(QemuTestCase):
+
+    def test_swap_under_writes_loses_nothing(self):
+        server, bdm, vol = self.boot()
+        writer = self.writer(server, vol)
+        number = self.write_some(writer, 40)
+        new = self.volumes.create_volume(self.admin, SIZE_MB, pool='pool-b')
+
+        self.conductor.swap_volume(self.admin, server['uuid'], vol['id'],
+                                   new['id'])
+        while self.conductor.instance_get(
+                self.admin, server['uuid'])['task_state'] is not None:
+            number = self.write_some(writer, 5, number)
+        # The export follows the device to the new volume.
+        self.write_some(writer, 40, number)
+
+        server = self.conductor.instance_get(self.admin, server['uuid'])
+        [after] = server['block_devices']
+        self.assertEqual(new['id'], after['volume_id'])
+        self.assertEqual(bdm['attach_mode'], after['attach_mode'])
+        self.assertEqual([], self.volumes.get_volume(
+            self.admin, vol['id'])['attachments'])
+        self.assertEqual(['attached'], [a['attach_status'] for a in
+                                        self.volumes.get_volume(
+                                            self.admin, new['id'])[
+                                                'attachments']])
+        self.assert_image(new['path'], writer)
