@@ -4,6 +4,11 @@ A rolling upgrade (one agent still announces compute RPC 1.0) and a real
 OpenStack client (openstacksdk) against the Nova-shaped API.
 """
 
+import json
+import os
+import subprocess  # nosec B404
+import sys
+
 import openstack
 import requests
 
@@ -124,3 +129,57 @@ class OpenStackSDKTest(RESTTestCase):
         self.assertEqual('available', self.rest(
             'GET', '/os-volumes/%s' % volume_id, token=SDK_TOKEN)[1][
                 'volume']['status'])
+
+
+class CLITest(RESTTestCase):
+    """The ``volmig`` command against the volmig-api process."""
+
+    COMPUTE_OPTIONS: dict = {}
+
+    def volmig(self, *args, token='demo:demo'):
+        result = subprocess.run(  # nosec B603
+            [os.path.join(sys.prefix, 'bin', 'volmig'),
+             '--os-endpoint', self.endpoint, '--os-token', token, *args],
+            capture_output=True, text=True, timeout=60, check=False)
+        self.assertEqual(0, result.returncode, result.stderr)
+        return result.stdout
+
+    def test_shared_read_only_volume_flow(self):
+        volume_id = self.volmig('volume', 'create', '--size-mb', '16',
+                                '--multiattach', '-f', 'value',
+                                '-c', 'id').strip()
+        created = self.volmig('server', 'create', 'web', '--volume',
+                              volume_id, '--count', '2', '--mode', 'ro',
+                              '-f', 'json')
+        servers = {server['name']: server['id']
+                   for server in json.loads(created)}
+        self.assertEqual(['web-1', 'web-2'], sorted(servers))
+
+        def both_active():
+            listed = json.loads(self.volmig('server', 'list', '-f', 'json'))
+            return (sorted(s['status'] for s in listed) == ['ACTIVE'] * 2
+                    and listed)
+        listed = self.wait_until(both_active, what='both servers active')
+        self.assertEqual(['%s (ro)' % volume_id] * 2,
+                         [server['volumes'] for server in listed])
+
+        shown = json.loads(self.volmig('volume', 'show', volume_id,
+                                       '-f', 'json'))
+        self.assertEqual('in-use', shown['status'])
+        self.assertEqual(sorted('%s (ro)' % s for s in servers.values()),
+                         sorted(shown['attachments'].split(', ')))
+
+        self.volmig('volume', 'detach', servers['web-2'], volume_id)
+        self.wait_until(lambda: len(json.loads(self.volmig(
+            'volume', 'show', volume_id, '-f', 'json'))[
+                'attachments'].split(', ')) == 1, what='the detach')
+
+    def test_refusal_is_reported_with_the_api_message(self):
+        result = subprocess.run(  # nosec B603
+            [os.path.join(sys.prefix, 'bin', 'volmig'),
+             '--os-endpoint', self.endpoint, '--os-token', 'demo:demo',
+             'server', 'show', 'not-a-uuid'],
+            capture_output=True, text=True, timeout=60, check=False)
+        self.assertNotEqual(0, result.returncode)
+        self.assertIn("400 Invalid input for server_id: 'not-a-uuid' is "
+                      "not a UUID", result.stderr)
