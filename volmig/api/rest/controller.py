@@ -8,9 +8,17 @@ from volmig.api import validation
 from volmig.conductor import rpcapi as conductor_rpcapi
 
 
-def sees_all(ctxt) -> bool:
+def visible(ctxt, project_id: str | None) -> bool:
     """Admins, and services acting for users, see every project."""
-    return ctxt.is_admin or ctxt.is_service
+    return ctxt.is_admin or ctxt.is_service or project_id == ctxt.project_id
+
+
+def _check_owner(ctxt, project_id, rule: str | None, not_found) -> None:
+    """Another project's item is a 404, as if it did not exist."""
+    if not visible(ctxt, project_id):
+        raise not_found
+    if rule:
+        policy.authorize(ctxt, rule, {'project_id': project_id})
 
 
 class Controller:
@@ -31,28 +39,19 @@ class Controller:
         return self._volume_api
 
     def server(self, req, server_id: str, rule: str) -> dict:
-        """The server, if the caller may see it, then ``rule``.
-
-        Another project's server is a 404, as if it did not exist.
-        """
+        """The server, if the caller may see it, then ``rule``."""
         validation.require_uuid('server_id', server_id)
-        ctxt = req.context
-        server = self.conductor.instance_get(ctxt, server_id)
-        if not sees_all(ctxt) and server['project_id'] != ctxt.project_id:
-            raise exception.InstanceNotFound(instance_uuid=server_id)
-        policy.authorize(ctxt, rule, {'project_id': server['project_id']})
+        server = self.conductor.instance_get(req.context, server_id)
+        _check_owner(req.context, server['project_id'], rule,
+                     exception.InstanceNotFound(instance_uuid=server_id))
         return server
 
     def volume(self, req, volume_id: str, rule: str | None = None) -> dict:
         """The volume, if the caller may see it, then ``rule``."""
         validation.require_uuid('volume_id', volume_id)
-        ctxt = req.context
-        found = self.volume_api.get_volume(ctxt, volume_id)
-        if not sees_all(ctxt) and found.get('project_id') != ctxt.project_id:
-            raise exception.VolumeNotFound(volume_id=volume_id)
-        if rule:
-            policy.authorize(ctxt, rule, {'project_id':
-                                          found.get('project_id')})
+        found = self.volume_api.get_volume(req.context, volume_id)
+        _check_owner(req.context, found.get('project_id'), rule,
+                     exception.VolumeNotFound(volume_id=volume_id))
         return found
 
 

@@ -25,6 +25,14 @@ def volume_view(req, bdm: dict) -> dict:
     return view
 
 
+def _may_see_hosts(req) -> bool:
+    """Checked once per request, not once per server of a list."""
+    if 'volmig.may_see_hosts' not in req.environ:
+        req.environ['volmig.may_see_hosts'] = policy.check(
+            req.context, servers_policy.PREFIX % 'show:host')
+    return req.environ['volmig.may_see_hosts']
+
+
 def server_view(req, server: dict, detail: bool = True) -> dict:
     view = {'id': server['uuid'], 'name': server['name'],
             'links': controller.link(req, 'servers', server['uuid'])}
@@ -43,8 +51,7 @@ def server_view(req, server: dict, detail: bool = True) -> dict:
         'os-extended-volumes:volumes_attached': [
             volume_view(req, bdm) for bdm in server['block_devices']],
     })
-    ctxt = req.context
-    if policy.check(ctxt, servers_policy.PREFIX % 'show:host'):
+    if _may_see_hosts(req):
         view['OS-EXT-SRV-ATTR:host'] = server['host']
     return view
 

@@ -40,10 +40,8 @@ class VolumesController(controller.Controller):
     def index(self, req):
         ctxt = req.context
         policy.authorize(ctxt, RULE % 'index')
-        found = self.volume_api.list_volumes(ctxt)
-        if not controller.sees_all(ctxt):
-            found = [volume for volume in found
-                     if volume.get('project_id') == ctxt.project_id]
+        found = [volume for volume in self.volume_api.list_volumes(ctxt)
+                 if controller.visible(ctxt, volume.get('project_id'))]
         return 200, {'volumes': [volume_view(req, volume)
                                  for volume in found]}
 
