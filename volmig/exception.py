@@ -6,6 +6,17 @@ These cross RPC as themselves: managers list them in
 """
 
 
+def safe_message(exc: BaseException) -> str:
+    """What may be shown to a caller: never a traceback.
+
+    An exception that crossed RPC carries the remote traceback in its
+    ``str()``; its first argument is still the message it was raised with.
+    """
+    if isinstance(exc, VolmigException):
+        return exc.message
+    return str(exc).split('\n', 1)[0]
+
+
 class VolmigException(Exception):
     """Base class. ``msg_fmt`` is filled from the keyword arguments."""
 

@@ -12,6 +12,7 @@ import contextlib
 from oslo_log import log as logging
 import oslo_messaging as messaging
 
+from volmig import exception
 from volmig import rpc
 
 LOG = logging.getLogger(__name__)
@@ -55,8 +56,9 @@ class Notifier:
         """Send ``event.phase``; a notification never fails the work."""
         name, version = PAYLOADS[event]
         if exc is not None:
-            data = dict(data, fault={'exception': type(exc).__name__,
-                                     'exception_message': str(exc)})
+            data = dict(data, fault={
+                'exception': type(exc).__name__,
+                'exception_message': exception.safe_message(exc)})
         payload = {'volmig_object.name': name,
                    'volmig_object.namespace': NAMESPACE,
                    'volmig_object.version': version,

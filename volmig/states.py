@@ -23,7 +23,8 @@ _TRANSITIONS = {
     STARTED: {CANCELLING, COMPLETING},
     CANCELLING: {CANCELLED},
     COMPLETING: {SRC_RELEASED},
-    SRC_RELEASED: {COMMITTING},
+    # A commit with nothing to merge ends before it reports any progress.
+    SRC_RELEASED: {COMMITTING, COMPLETED},
     COMMITTING: {COMPLETED},
     CANCELLED: set(),
     COMPLETED: set(),
@@ -40,6 +41,9 @@ COMPLETE_REQUESTED = frozenset({COMPLETING, SRC_RELEASED, COMMITTING,
 # opposed to waiting for the block-storage service (STARTED).
 AGENT_BUSY = frozenset({STARTING, CANCELLING, COMPLETING, SRC_RELEASED,
                         COMMITTING})
+# What an agent reports when the job of a migration ends, by status.
+JOB_ENDS = {CANCELLING: CANCELLED, COMPLETING: COMPLETED,
+            SRC_RELEASED: COMPLETED, COMMITTING: COMPLETED}
 
 MODE_LIVE = 'live'
 MODE_OFFLINE = 'offline'

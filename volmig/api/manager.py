@@ -16,6 +16,7 @@ import oslo_messaging as messaging
 from volmig import context as volmig_context
 from volmig import exception
 from volmig import policy
+from volmig import states
 from volmig.api import validation
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import rpcapi as conductor_rpcapi
@@ -55,24 +56,43 @@ class APIManager:
 
     @expected
     def migration_start(self, ctxt, src_attachment_id):
+        """At most four round trips: this call, begin, the agent, started.
+
+        Agents older than compute RPC 1.3 report their own start instead.
+        """
         policy.authorize(ctxt, migration_policy.PREFIX % 'start')
         validation.require_uuid('src_attachment_id', src_attachment_id)
-        begun = self.conductor.migration_begin(ctxt, src_attachment_id)
+        # Both sides must know that the agent answers with a result.
+        owner = (self.compute.can_send_version(compute_rpcapi.OWNER_VERSION)
+                 and self.conductor.can_send_version(
+                     conductor_rpcapi.OWNER_VERSION))
+        begun = self.conductor.migration_begin(ctxt, src_attachment_id,
+                                               starting=owner)
         migration = begun['migration']
         if not begun['created']:
             return migration
         try:
-            return self.compute.migration_start(ctxt, migration['host'],
-                                                migration, begun['bdm'])
+            result = self.compute.migration_start(ctxt, migration['host'],
+                                                  migration, begun['bdm'])
         except messaging.MessagingTimeout:
-            reason = exception.ComputeUnavailable(host=migration['host'],
-                                                  action='migration_start')
-            # The agent may have got as far as switching the guest to an
-            # overlay before it went silent.
-            self.conductor.migration_fail(ctxt, migration['id'],
-                                          reason.message,
-                                          recovery_needed=True)
-            raise reason
+            # The agent may have put the guest on an overlay before it went
+            # silent. The migration stays "starting": the agent rolls it
+            # back when it reconciles, at its restart or when the
+            # conductor asks.
+            raise exception.ComputeUnavailable(host=migration['host'],
+                                               action='migration_start')
+        except exception.VolmigException as exc:
+            if owner:
+                # The agent undid what it did: the guest is on src.
+                self.conductor.migration_fail(ctxt, migration['id'],
+                                              exc.message,
+                                              recovery_needed=False)
+            raise
+        if migration['status'] == states.ACCEPTED:
+            # The agent reported its own start (before RPC 1.3).
+            return result
+        return self.conductor.migration_started(ctxt, migration,
+                                                result['pauses'])
 
     @expected
     def migration_cancel(self, ctxt, src_attachment_id):

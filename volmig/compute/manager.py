@@ -1,8 +1,9 @@
 """Server side of the compute agent's RPC API.
 
 Methods mirror ``rpcapi`` one to one. Work on one instance is serialized
-by a per-instance lock; outcomes are reported to the conductor, which
-records them.
+by a per-instance lock. The agent never writes state: calls return their
+results, and the ends of asynchronous jobs are reported to the
+conductor, which records them.
 """
 
 import functools
@@ -68,12 +69,14 @@ class ComputeManager:
     def init_host(self) -> None:
         self.driver.init_host(self.host)
         ctxt = context.get_service_context()
-        for migration_id, job, final_status in self.driver.recover_jobs():
-            LOG.info('Resuming the job of volume migration %s',
-                     migration_id)
-            migration = {'id': migration_id}
-            self._run_job(ctxt, migration, job, _EVENTS[final_status],
-                          self._finisher(ctxt, migration, final_status))
+        try:
+            work = self.conductor.migration_work_for_host(ctxt, self.host)
+        except Exception:
+            LOG.exception('Could not ask the conductor which migrations to '
+                          'reconcile; it asks again when they stall')
+            return
+        for item in work:
+            self._reconcile_safely(ctxt, **item)
 
     def cleanup_host(self) -> None:
         self.jobs.stop()
@@ -94,8 +97,7 @@ class ComputeManager:
                 self.driver.spawn(instance, block_devices)
         except Exception as exc:
             LOG.exception('Build failed', instance=instance)
-            self.conductor.instance_update(ctxt, instance['uuid'], {
-                'vm_state': states.VM_ERROR, 'task_state': None})
+            self.conductor.instance_build_failed(ctxt, instance['uuid'])
             raise exception.DriverError(action='build', reason=exc)
         self.conductor.instance_built(ctxt, instance['uuid'],
                                       self.driver.get_power_state(instance))
@@ -110,9 +112,9 @@ class ComputeManager:
         try:
             change()
         finally:
-            self.conductor.instance_update(ctxt, instance['uuid'], {
-                'power_state': self.driver.get_power_state(instance),
-                'vm_state': vm_state, 'task_state': None})
+            self.conductor.instance_power_changed(
+                ctxt, instance['uuid'], self.driver.get_power_state(instance),
+                vm_state)
 
     @expected
     @locked_instance
@@ -182,32 +184,47 @@ class ComputeManager:
         return {'uuid': migration['instance_uuid'], 'host': self.host}
 
     def _fail(self, ctxt, migration, exc, recovery_needed, event):
+        message = exception.safe_message(exc)
         self.notifier.notify(ctxt, event, 'error',
                              notifications.migration_data(migration), exc)
-        self.conductor.migration_fail(ctxt, migration['id'], str(exc),
+        self.conductor.migration_fail(ctxt, migration['id'], message,
                                       recovery_needed)
 
     @expected
     @locked_instance
     def migration_start(self, ctxt, migration, bdm):
+        """Stop every write to src; returns ``{'pauses'}``.
+
+        A caller older than 1.3 recorded the migration as ``accepted`` and
+        expects the agent to report the start itself.
+        """
         LOG.info('Starting volume migration %s', migration['id'],
                  instance_uuid=migration['instance_uuid'])
+        legacy = migration['status'] == states.ACCEPTED
         self.notifier.notify(ctxt, START, 'start',
                              notifications.migration_data(migration))
-        self.conductor.migration_set_status(ctxt, migration['id'],
-                                            states.STARTING)
         try:
             pauses = self.driver.migration_start(self._instance(migration),
                                                  bdm, migration)
         except Exception as exc:
             # The driver undoes a failed start, so the guest is on src.
-            self._fail(ctxt, migration, exc, False, START)
-            raise
-        started = self.conductor.migration_set_status(
-            ctxt, migration['id'], states.STARTED, pauses)
-        self.notifier.notify(ctxt, START, 'end',
-                             notifications.migration_data(started))
-        return started
+            LOG.exception('Volume migration %s could not start',
+                          migration['id'])
+            if legacy:
+                self._fail(ctxt, migration, exc, False, START)
+            else:
+                self.notifier.notify(ctxt, START, 'error',
+                                     notifications.migration_data(migration),
+                                     exc)
+            if isinstance(exc, exception.VolmigException):
+                raise
+            raise exception.DriverError(action='start the migration',
+                                        reason=exc)
+        self.notifier.notify(ctxt, START, 'end', notifications.migration_data(
+            dict(migration, status=states.STARTED, pauses_ms=pauses)))
+        if legacy:
+            return self.conductor.migration_started(ctxt, migration, pauses)
+        return {'pauses': pauses}
 
     @expected
     @locked_instance
@@ -225,36 +242,59 @@ class ComputeManager:
             job = self.driver.migration_cancel(self._instance(migration),
                                                bdm, migration)
         except Exception as exc:
+            LOG.exception('Volume migration %s could not go back to src',
+                          migration['id'])
             self._fail(ctxt, migration, exc, True, event)
-            raise
-        self._run_job(ctxt, migration, job, event, finish)
+            return
+        self._run_job(ctxt, migration, bdm, job, event, finish)
 
     @expected
     @locked_instance
     def migration_complete(self, ctxt, migration, bdm, dst_connection_info):
         LOG.info('Completing volume migration %s', migration['id'],
                  instance_uuid=migration['instance_uuid'])
-        instance = self._instance(migration)
         self.notifier.notify(ctxt, COMPLETE, 'start',
                              notifications.migration_data(migration))
+        self._switch(ctxt, migration, bdm, dst_connection_info)
+
+    def _switch(self, ctxt, migration, bdm, dst_connection_info):
+        """Put the guest on dst, report it, and commit the overlay."""
+        instance = self._instance(migration)
         try:
             pauses = self.driver.migration_switch(instance, bdm, migration,
                                                   dst_connection_info)
         except Exception as exc:
-            # The driver checks dst before it switches anything; the guest
-            # is still on src, through the overlay, which goes back.
-            self._roll_back(ctxt, migration, bdm, exc)
-            raise
-        self.conductor.migration_set_status(ctxt, migration['id'],
-                                            states.SRC_RELEASED, pauses)
-        self.conductor.migration_set_status(ctxt, migration['id'],
-                                            states.COMMITTING)
+            # A dst that does not fit is refused before anything switches;
+            # other failures may strike mid-switch, so ask the guest.
+            side = self._side_after_failure(instance, bdm, migration,
+                                            dst_connection_info)
+            if side != 'dst':
+                self._roll_back(ctxt, migration, bdm, exc)
+                return
+            pauses = {}
+        self.conductor.migration_switched(ctxt, migration['id'], pauses)
+        self._commit(ctxt, migration, bdm)
+
+    def _side_after_failure(self, instance, bdm, migration,
+                            dst_connection_info) -> str | None:
         try:
-            job = self.driver.migration_commit(instance, bdm, migration)
+            return self.driver.migration_recover(instance, bdm, migration,
+                                                 dst_connection_info)
+        except Exception:
+            LOG.exception('Volume migration %s: cannot tell which volume '
+                          'the guest is on', migration['id'])
+            return None
+
+    def _commit(self, ctxt, migration, bdm):
+        try:
+            job = self.driver.migration_commit(self._instance(migration),
+                                               bdm, migration)
         except Exception as exc:
+            LOG.exception('Volume migration %s could not commit',
+                          migration['id'])
             self._fail(ctxt, migration, exc, True, COMPLETE)
-            raise
-        self._run_job(ctxt, migration, job, COMPLETE,
+            return
+        self._run_job(ctxt, migration, bdm, job, COMPLETE,
                       self._finisher(ctxt, migration, states.COMPLETED))
 
     def _roll_back(self, ctxt, migration, bdm, reason):
@@ -265,22 +305,22 @@ class ComputeManager:
 
         def finish(job):
             self._fail(ctxt, migration, reason, False, COMPLETE)
-        try:
-            self._merge_back(ctxt, migration, bdm, COMPLETE, finish)
-        except Exception:
-            LOG.exception('Volume migration %s could not go back to src',
-                          migration['id'])
+        self._merge_back(ctxt, migration, bdm, COMPLETE, finish)
 
     def _finisher(self, ctxt, migration, final_status):
         def finish(job):
-            ended = self.conductor.migration_set_status(
+            ended = self.conductor.migration_job_ended(
                 ctxt, migration['id'], final_status, dict(job.pauses))
             self.notifier.notify(ctxt, _EVENTS[final_status], 'end',
                                  notifications.migration_data(ended))
         return finish
 
-    def _run_job(self, ctxt, migration, job, event, finish):
-        """Run a driver job, report its progress, then ``finish(job)``."""
+    def _run_job(self, ctxt, migration, bdm, job, event, finish):
+        """Run a driver job, report its progress, then ``finish(job)``.
+
+        If the job fails because QEMU died under it, the overlay is merged
+        on disk by reconciling the migration; other failures are recorded.
+        """
         def report(progress):
             if progress.bytes_total:
                 self.conductor.migration_report_progress(
@@ -288,8 +328,107 @@ class ComputeManager:
                     progress.bytes_total)
             if progress.finished:
                 finish(job)
+                self._sync_power_state(ctxt, migration)
 
         def on_error(exc):
+            instance = self._instance(migration)
+            if self.driver.get_power_state(instance) != states.POWER_RUNNING:
+                LOG.warning('The guest of volume migration %s went down '
+                            'during its job; merging on disk',
+                            migration['id'])
+                fresh = self.conductor.migration_get(ctxt, migration['id'])
+                self._reconcile_safely(ctxt, fresh, bdm, None)
+                return
             self._fail(ctxt, migration, exc, True, event)
 
+        self.jobs.submit(migration['id'], job, report, on_error)
+
+    def _sync_power_state(self, ctxt, migration) -> None:
+        instance = self._instance(migration)
+        if self.driver.get_power_state(instance) != states.POWER_RUNNING:
+            self.conductor.instance_power_changed(
+                ctxt, instance['uuid'], states.POWER_SHUTDOWN,
+                states.VM_STOPPED)
+
+    # Reconciliation, at start-up and when the conductor asks.
+
+    @expected
+    def migration_reconcile(self, ctxt, migration, bdm, dst_connection_info):
+        self._reconcile_safely(ctxt, migration, bdm, dst_connection_info)
+
+    def _reconcile_safely(self, ctxt, migration, bdm, dst_connection_info):
+        try:
+            with lockutils.lock('instance-%s' % migration['instance_uuid']):
+                self._reconcile(ctxt, migration, bdm, dst_connection_info)
+        except Exception:
+            LOG.exception('Could not reconcile volume migration %s; the '
+                          'conductor asks again when it stalls',
+                          migration['id'])
+
+    def _reconcile(self, ctxt, migration, bdm, dst_connection_info):
+        """Finish or roll back one migration, from where the guest is."""
+        if self.jobs.running(migration['id']):
+            # Its job is alive here: that is the answer.
+            self.conductor.migration_report_progress(ctxt, migration['id'],
+                                                     0, 0)
+            return
+        if bdm is None:
+            LOG.error('Volume migration %s has no block device mapping '
+                      'left to reconcile', migration['id'])
+            return
+        status = migration['status']
+        LOG.warning('Reconciling volume migration %(id)s (%(status)s)',
+                    {'id': migration['id'], 'status': status},
+                    instance_uuid=migration['instance_uuid'])
+        side = self.driver.migration_recover(
+            self._instance(migration), bdm, migration, dst_connection_info)
+        if status == states.ERROR:
+            self._recover_failed(ctxt, migration, bdm, side)
+        elif status == states.STARTING:
+            reason = ('the compute agent on %s stopped before it answered '
+                      'the start; the guest is back on src' % self.host)
+            self._merge_back(
+                ctxt, migration, bdm, START,
+                lambda job: self._fail(ctxt, migration, reason, False,
+                                       START))
+        elif status == states.STARTED:
+            # Nothing to do until the block-storage service asks; say that
+            # the agent still holds the migration.
+            self.conductor.migration_report_progress(ctxt, migration['id'],
+                                                     0, 0)
+            self._sync_power_state(ctxt, migration)
+        elif status == states.CANCELLING:
+            self._merge_back(ctxt, migration, bdm, CANCEL,
+                             self._finisher(ctxt, migration,
+                                            states.CANCELLED))
+        elif status == states.COMPLETING and side != 'dst':
+            self._switch(ctxt, migration, bdm, dst_connection_info)
+        elif status == states.COMPLETING:
+            self.conductor.migration_switched(ctxt, migration['id'], {})
+            self._commit(ctxt, migration, bdm)
+        elif status in (states.SRC_RELEASED, states.COMMITTING):
+            self._commit(ctxt, migration, bdm)
+
+    def _recover_failed(self, ctxt, migration, bdm, side):
+        """A failed migration left the guest off src: make it whole."""
+        def recovered(job):
+            self.conductor.migration_recovered(ctxt, migration['id'], side)
+            self._sync_power_state(ctxt, migration)
+        instance = self._instance(migration)
+        try:
+            if side == 'dst':
+                job = self.driver.migration_commit(instance, bdm, migration)
+            else:
+                job = self.driver.migration_cancel(instance, bdm, migration)
+        except Exception:
+            LOG.exception('Volume migration %s: recovery failed; it needs '
+                          'an operator', migration['id'])
+            return
+        def report(progress):
+            if progress.finished:
+                recovered(job)
+
+        def on_error(exc):
+            LOG.error('Volume migration %s: recovery failed: %s',
+                      migration['id'], exc)
         self.jobs.submit(migration['id'], job, report, on_error)

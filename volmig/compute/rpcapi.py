@@ -10,6 +10,10 @@ API version history:
           would attach read/write, so "ro" is never sent to one.
     1.2 - swap_volume: the legacy swap, a copy by the hypervisor into the
           new volume, then a switch to it.
+    1.3 - migration_start returns its result (the pauses) to the caller,
+          which records it, instead of calling the conductor back; agents
+          report only their jobs' ends. migration_reconcile: settle a
+          migration against the guest and finish or roll it back.
 """
 
 from collections.abc import Callable
@@ -25,14 +29,16 @@ LOG = logging.getLogger(__name__)
 
 # The agent's binary name, which is also its RPC topic.
 BINARY = TOPIC = 'volmig-compute'
-RPC_API_VERSION = '1.2'
+RPC_API_VERSION = '1.3'
 READONLY_ATTACH_VERSION = '1.1'
 SWAP_VERSION = '1.2'
+OWNER_VERSION = '1.3'
 
 # Release names an operator may put in [upgrade_levels] compute.
 VERSION_ALIASES = {
     '2026.1': '1.0',
     '2026.2': '1.2',
+    '2027.1': '1.3',
 }
 
 
@@ -127,8 +133,21 @@ class ComputeAPI:
                                         instance=instance, bdm=bdm)
 
     def migration_start(self, ctxt, host, migration, bdm):
-        return self._prepare(host, '1.0').call(
+        version = (OWNER_VERSION if self.can_send_version(OWNER_VERSION)
+                   else '1.0')
+        return self._prepare(host, version).call(
             ctxt, 'migration_start', migration=migration, bdm=bdm)
+
+    def migration_reconcile(self, ctxt, host, migration, bdm,
+                            dst_connection_info):
+        if not self.can_send_version(OWNER_VERSION):
+            LOG.warning('Not asking the agent on %s to reconcile volume '
+                        'migration %s: it is older than compute RPC %s',
+                        host, migration['id'], OWNER_VERSION)
+            return
+        self._prepare(host, OWNER_VERSION).cast(
+            ctxt, 'migration_reconcile', migration=migration, bdm=bdm,
+            dst_connection_info=dst_connection_info)
 
     def migration_cancel(self, ctxt, host, migration, bdm):
         self._prepare(host, '1.0').cast(ctxt, 'migration_cancel',

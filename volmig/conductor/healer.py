@@ -1,7 +1,12 @@
-"""Finds work stranded by a dead compute agent or API, and ends it.
+"""Finds work that nothing is finishing, and gets it finished or failed.
 
 DESIGN section 7: no instance stays in a task state, and no migration in
-progress, after the fault that put it there has gone.
+progress, after the fault that put it there has gone. A migration whose
+agent has been silent for ``[conductor] migration_stall_timeout`` is
+handed back to that agent to reconcile, whether the agent restarted or
+not. One silent for twice as long, or whose agent is down that long, is
+failed; ``recovery_needed`` then says whether the guest may be off src,
+and the agent finishes that recovery when it comes back.
 """
 
 import datetime
@@ -21,11 +26,11 @@ LOG = logging.getLogger(__name__)
 # through their own records instead.
 _AGENT_TASKS = (states.TASK_POWERING_OFF, states.TASK_POWERING_ON,
                 states.TASK_DELETING, states.TASK_ATTACHING,
-                states.TASK_DETACHING)
+                states.TASK_DETACHING, states.TASK_SWAPPING)
 
 
-def _recovery_needed(migration: dict) -> bool:
-    """Whether the guest may be off src after the agent died mid-phase."""
+def recovery_needed(migration: dict) -> bool:
+    """Whether the guest may be off src when the migration is failed."""
     if migration['mode'] == states.MODE_OFFLINE:
         return migration['status'] == states.COMPLETING
     return migration['status'] != states.ACCEPTED
@@ -33,32 +38,51 @@ def _recovery_needed(migration: dict) -> bool:
 
 class Healer:
 
-    def __init__(self, migrations: migration_conductor.MigrationConductor):
+    def __init__(self, migrations: migration_conductor.MigrationConductor,
+                 compute_api: compute_rpcapi.ComputeAPI):
         self.migrations = migrations
+        self.compute_api = compute_api
 
     def run(self, ctxt) -> None:
         down = {service['host']: service
                 for service in db.service_get_all(
                     ctxt, compute_rpcapi.BINARY)
                 if not instance_conductor.service_is_up(service)}
-        self._fail_stranded_migrations(ctxt, down)
+        self._reconcile_silent_migrations(ctxt, down)
         self._fail_unclaimed_migrations(ctxt)
         self._clear_stuck_tasks(ctxt, down)
 
-    def _fail_stranded_migrations(self, ctxt, down: dict) -> None:
-        for migration in db.migration_get_all(ctxt,
-                                              status=states.AGENT_BUSY):
-            service = down.get(migration['host'])
-            if service is None:
+    def _reconcile_silent_migrations(self, ctxt, down: dict) -> None:
+        stall = CONF.conductor.migration_stall_timeout
+        busy = states.IN_PROGRESS - {states.ACCEPTED}
+        hopeless = {migration['id'] for migration in db.migrations_older_than(
+            ctxt, busy, datetime.timedelta(seconds=2 * stall))}
+        for migration in db.migrations_older_than(
+                ctxt, busy, datetime.timedelta(seconds=stall)):
+            host = migration['host']
+            if migration['id'] in hopeless or host in down:
+                why = ('the compute agent on host %s is down' % host
+                       if host in down else
+                       'the compute agent on host %s did not answer a '
+                       'reconciliation' % host)
+                self.migrations.fail(
+                    ctxt, migration['id'],
+                    '%s; the migration made no progress for %d seconds '
+                    'while %s' % (why, stall, migration['status']),
+                    recovery_needed(migration))
                 continue
-            self.migrations.fail(
-                ctxt, migration['id'],
-                'the compute agent on host %s stopped reporting (last seen '
-                '%s UTC) while the migration was %s' % (
-                    migration['host'],
-                    service['last_seen_at'].isoformat(timespec='seconds'),
-                    migration['status']),
-                _recovery_needed(migration))
+            LOG.warning('Volume migration %(id)s has been silent for '
+                        '%(stall)d s while %(status)s; asking its agent on '
+                        '%(host)s to reconcile it',
+                        {'id': migration['id'], 'stall': stall,
+                         'status': migration['status'], 'host': host})
+            self.reconcile(ctxt, migration)
+
+    def reconcile(self, ctxt, migration: dict) -> None:
+        """Ask the migration's agent to settle it against its guest."""
+        work = self.migrations.work(ctxt, migration)
+        self.compute_api.migration_reconcile(ctxt, migration['host'],
+                                             **work)
 
     def _fail_unclaimed_migrations(self, ctxt) -> None:
         age = datetime.timedelta(seconds=CONF.conductor.accepted_timeout)

@@ -170,6 +170,23 @@ class InstanceConductor:
         return db.instance_update(ctxt, instance_uuid, {
             'vm_state': states.VM_ACTIVE, 'power_state': power_state})
 
+    def power_changed(self, ctxt, instance_uuid: str, power_state: str,
+                      vm_state: str) -> dict:
+        """A stop or start ended, or the guest went down by itself.
+
+        A power task ends here; a migration's lock is the migration's.
+        """
+        instance = db.instance_get(ctxt, instance_uuid)
+        values = {'power_state': power_state, 'vm_state': vm_state}
+        if instance['task_state'] in (states.TASK_POWERING_OFF,
+                                      states.TASK_POWERING_ON):
+            values['task_state'] = None
+        return db.instance_update(ctxt, instance_uuid, values)
+
+    def build_failed(self, ctxt, instance_uuid: str) -> dict:
+        return db.instance_update(ctxt, instance_uuid, {
+            'vm_state': states.VM_ERROR, 'task_state': None})
+
     def _begin_task(self, ctxt, instance_uuid: str, action: str,
                     task_state: str) -> dict:
         instance = db.instance_get(ctxt, instance_uuid)

@@ -40,7 +40,7 @@ class ConductorManager:
                                         compute_rpcapi.BINARY))
         self.instances = instances.InstanceConductor(volume_api, compute_api)
         self.migrations = migrations.MigrationConductor(volume_api)
-        self.healer = healer.Healer(self.migrations)
+        self.healer = healer.Healer(self.migrations, compute_api)
 
     # Service plumbing.
 
@@ -125,7 +125,23 @@ class ConductorManager:
 
     @expected
     def instance_update(self, ctxt, instance_uuid, values):
+        """Agents older than 1.3 only; it takes power changes only."""
+        allowed = {'power_state', 'vm_state', 'task_state'}
+        if set(values) - allowed or values.get('task_state') is not None:
+            raise exception.InvalidInput(
+                field='values', reason='an agent may report power_state and '
+                'vm_state, and clear task_state; not %s' % sorted(values))
         return db.instance_update(ctxt, instance_uuid, values)
+
+    @expected
+    def instance_power_changed(self, ctxt, instance_uuid, power_state,
+                               vm_state):
+        return self.instances.power_changed(ctxt, instance_uuid,
+                                            power_state, vm_state)
+
+    @expected
+    def instance_build_failed(self, ctxt, instance_uuid):
+        return self.instances.build_failed(ctxt, instance_uuid)
 
     @expected
     def instance_built(self, ctxt, instance_uuid, power_state):
@@ -142,8 +158,12 @@ class ConductorManager:
     # Volume migrations.
 
     @expected
-    def migration_begin(self, ctxt, src_attachment_id):
-        return self.migrations.begin(ctxt, src_attachment_id)
+    def migration_begin(self, ctxt, src_attachment_id, starting=False):
+        return self.migrations.begin(ctxt, src_attachment_id, starting)
+
+    @expected
+    def migration_started(self, ctxt, migration_id, pauses):
+        return self.migrations.started(ctxt, migration_id, pauses)
 
     @expected
     def migration_accept_cancel(self, ctxt, src_attachment_id):
@@ -167,6 +187,22 @@ class ConductorManager:
     def migration_set_status(self, ctxt, migration_id, status, pauses=None):
         return self.migrations.set_status(ctxt, migration_id, status,
                                           pauses)
+
+    @expected
+    def migration_switched(self, ctxt, migration_id, pauses):
+        return self.migrations.switched(ctxt, migration_id, pauses)
+
+    @expected
+    def migration_job_ended(self, ctxt, migration_id, status, pauses):
+        return self.migrations.job_ended(ctxt, migration_id, status, pauses)
+
+    @expected
+    def migration_recovered(self, ctxt, migration_id, side):
+        return self.migrations.recovered(ctxt, migration_id, side)
+
+    @expected
+    def migration_work_for_host(self, ctxt, host):
+        return self.migrations.work_for_host(ctxt, host)
 
     @expected
     def migration_report_progress(self, ctxt, migration_id, bytes_done,

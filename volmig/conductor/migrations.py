@@ -54,9 +54,13 @@ class MigrationConductor:
                 % src_attachment_id, status='not started')
         return migration
 
-    def begin(self, ctxt, src_attachment_id: str) -> dict:
-        """Validate a start and record it as accepted.
+    def begin(self, ctxt, src_attachment_id: str,
+              starting: bool = False) -> dict:
+        """Validate a start and record it.
 
+        With ``starting`` the caller sends the start to the agent at once,
+        so the record is ``starting`` from its first commit; otherwise it
+        is ``accepted`` and the agent reports ``starting`` (RPC < 1.3).
         Returns ``{'migration', 'bdm', 'created'}``; ``created`` is False
         when the start was already done, so the call is idempotent.
         """
@@ -88,7 +92,9 @@ class MigrationConductor:
                     'volume_id': volume['id'],
                     'src_attachment_id': src_attachment_id,
                     'host': instance['host'], 'mode': mode,
-                    'project_id': instance['project_id']})
+                    'project_id': instance['project_id'],
+                    'status': states.STARTING if starting
+                    else states.ACCEPTED})
             except exception.InstanceInvalidState as exc:
                 raise exception.MigrationInProgress(
                     what='server %s' % instance['uuid'],
@@ -155,20 +161,73 @@ class MigrationConductor:
         return [present(migration)
                 for migration in db.migration_get_all(ctxt, **filters)]
 
+    # What the API and the agents report. Each is one compare-and-swap on
+    # the status, in the transaction of the records its effect changes.
+
+    def started(self, ctxt, migration_id: str, pauses: dict) -> dict:
+        """The agent stopped every write to src."""
+        return self._move(ctxt, migration_id, {states.STARTING},
+                          states.STARTED, pauses)
+
+    def switched(self, ctxt, migration_id: str, pauses: dict) -> dict:
+        """The guest is on dst: src may be released.
+
+        The mapping takes dst's attachment in the transaction that records
+        ``src_released``; block storage hears of it after the commit.
+        """
+        current = db.migration_get(ctxt, migration_id)
+        if current['status'] in states.COMPLETE_REQUESTED - {
+                states.COMPLETING}:
+            return present(current)
+        dst = self.volume_api.attachment_get(ctxt,
+                                             current['dst_attachment_id'])
+        with db.transaction(ctxt):
+            migration = self._move(ctxt, migration_id, {states.COMPLETING},
+                                   states.SRC_RELEASED, pauses)
+            self._repoint_to(ctxt, current, dst)
+        self.volume_api.attachment_complete(ctxt, dst['id'])
+        return migration
+
+    def job_ended(self, ctxt, migration_id: str, status: str,
+                  pauses: dict) -> dict:
+        """The agent's job (a commit) ended the migration in ``status``."""
+        sources = {old for old, end in states.JOB_ENDS.items()
+                   if end == status}
+        if not sources:
+            raise exception.InvalidInput(
+                field='status', reason='a job cannot end in %r' % status)
+        return self._move(ctxt, migration_id, sources, status, pauses)
+
     def set_status(self, ctxt, migration_id: str, status: str,
                    pauses: dict | None = None) -> dict:
-        current = db.migration_get(ctxt, migration_id)
-        states.check_transition(migration_id, current['status'], status)
-        values: dict = {'status': status}
-        if pauses:
-            values['pauses_ms'] = dict(current['pauses_ms'] or {}, **pauses)
+        """What agents older than conductor RPC 1.3 report."""
         if status == states.SRC_RELEASED:
-            self._repoint_to_dst(ctxt, current)
-        elif status == states.COMMITTING:
-            values['job_started_at'] = timeutils.utcnow()
+            return self.switched(ctxt, migration_id, pauses or {})
+        if status == states.COMMITTING:
+            return self.report_progress(ctxt, migration_id, 0, 0)
+        current = db.migration_get(ctxt, migration_id)
+        return self._move(ctxt, migration_id, {current['status']}, status,
+                          pauses or {})
+
+    def _move(self, ctxt, migration_id: str, sources: set, status: str,
+              pauses: dict | None) -> dict:
         with db.transaction(ctxt):
+            current = db.migration_get(ctxt, migration_id)
+            if current['status'] == status:
+                # A repeated report (an agent that restarted) is a no-op.
+                return present(current)
+            if current['status'] not in sources:
+                raise exception.InvalidMigrationState(
+                    action='move to %s' % status, migration_id=migration_id,
+                    status=current['status'])
+            states.check_transition(migration_id, current['status'], status)
+            values: dict = {'status': status}
+            if pauses:
+                values['pauses_ms'] = dict(current['pauses_ms'] or {},
+                                           **pauses)
             migration = db.migration_update(
-                ctxt, migration_id, values, expected_status=current['status'])
+                ctxt, migration_id, values,
+                expected_status=current['status'])
             if status in states.TERMINAL:
                 self._unlock_instance(ctxt, migration)
         LOG.info('Volume migration %(id)s of server %(instance)s is '
@@ -176,25 +235,31 @@ class MigrationConductor:
                                 'instance': current['instance_uuid']})
         return present(migration)
 
-    def _repoint_to_dst(self, ctxt, migration: dict) -> None:
+    @staticmethod
+    def _repoint_to(ctxt, migration: dict, dst: dict) -> None:
         """The mapping keeps its volume id and takes dst's attachment."""
         bdm = db.bdm_get_by_attachment(ctxt, migration['src_attachment_id'])
-        dst = self.volume_api.attachment_get(ctxt,
-                                             migration['dst_attachment_id'])
         db.bdm_update(ctxt, bdm['id'], {
             'attachment_id': dst['id'],
             'connection_info': dst['connection_info']})
-        self.volume_api.attachment_complete(ctxt, dst['id'])
 
     def report_progress(self, ctxt, migration_id: str, bytes_done: int,
                         bytes_total: int) -> dict:
+        """A job's progress; also the agent's word that it is alive."""
         with db.transaction(ctxt):
             current = db.migration_get(ctxt, migration_id)
-            # Progress never goes backwards, even if reports arrive out of
-            # order.
-            return present(db.migration_update(ctxt, migration_id, {
+            values: dict = {
+                # Progress never goes backwards, even if reports arrive
+                # out of order.
                 'bytes_done': max(current['bytes_done'], bytes_done),
-                'bytes_total': max(current['bytes_total'], bytes_total)}))
+                'bytes_total': max(current['bytes_total'], bytes_total)}
+            if current['status'] == states.SRC_RELEASED:
+                # The first report of the commit job.
+                values.update(status=states.COMMITTING,
+                              job_started_at=timeutils.utcnow())
+            return present(db.migration_update(
+                ctxt, migration_id, values,
+                expected_status=current['status']))
 
     def fail(self, ctxt, migration_id: str, reason: str,
              recovery_needed: bool) -> dict:
@@ -217,6 +282,56 @@ class MigrationConductor:
                   {'id': migration_id, 'phase': current['status'],
                    'reason': reason, 'instance': current['instance_uuid']})
         return present(migration)
+
+    def recovered(self, ctxt, migration_id: str, side: str) -> dict:
+        """A failed migration's guest is whole again, on ``side``.
+
+        On dst, the mapping takes dst's attachment as a switch would.
+        """
+        current = db.migration_get(ctxt, migration_id)
+        if not current['recovery_needed']:
+            return present(current)
+        dst = None
+        if side == 'dst':
+            dst = self.volume_api.attachment_get(
+                ctxt, current['dst_attachment_id'])
+        with db.transaction(ctxt):
+            bdm = db.bdm_get_by_volume(ctxt, current['instance_uuid'],
+                                       current['volume_id'])
+            if dst is not None and bdm['attachment_id'] != dst['id']:
+                self._repoint_to(ctxt, current, dst)
+            migration = db.migration_update(ctxt, migration_id, {
+                'recovery_needed': False,
+                'error_reason': '%s Recovered: the guest is on %s.' % (
+                    current['error_reason'], side)})
+        if dst is not None:
+            self.volume_api.attachment_complete(ctxt, dst['id'])
+        LOG.warning('Volume migration %(id)s: recovered, the guest of '
+                    'server %(instance)s is on %(side)s',
+                    {'id': migration_id, 'side': side,
+                     'instance': current['instance_uuid']})
+        return present(migration)
+
+    # Reconciliation with the agents.
+
+    def work(self, ctxt, migration: dict) -> dict:
+        """What an agent needs to reconcile one migration."""
+        try:
+            bdm = db.bdm_get_by_volume(ctxt, migration['instance_uuid'],
+                                       migration['volume_id'])
+        except exception.NotFound:
+            bdm = None
+        dst_connection_info = None
+        if migration['dst_attachment_id']:
+            dst_connection_info = self.volume_api.attachment_get(
+                ctxt, migration['dst_attachment_id'])['connection_info']
+        return {'migration': present(migration), 'bdm': bdm,
+                'dst_connection_info': dst_connection_info}
+
+    def work_for_host(self, ctxt, host: str) -> list[dict]:
+        """Every migration an agent starting up on ``host`` must settle."""
+        return [self.work(ctxt, migration) for migration in
+                db.migration_get_all_for_recovery(ctxt, host)]
 
     @staticmethod
     def _unlock_instance(ctxt, migration: dict) -> None:

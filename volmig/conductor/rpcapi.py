@@ -6,19 +6,69 @@ API version history:
     1.1 - migration_set_status takes pauses: the guest I/O pauses, in
           milliseconds, of the driver steps that led to the status.
     1.2 - swap_volume, volume_swapped and swap_failed: the legacy swap.
+    1.3 - The conductor is the only writer of a migration's status: the
+          API records starts (migration_begin with starting,
+          migration_started); agents report the ends of their jobs
+          (migration_switched, migration_job_ended, migration_recovered)
+          and power changes (instance_power_changed,
+          instance_build_failed); migration_work_for_host. An agent may no
+          longer write instance columns: instance_update and
+          migration_set_status serve only agents older than 1.3.
 """
 
+from oslo_log import log as logging
+
+from volmig import context as volmig_context
 from volmig import rpc
+from volmig import states
 from volmig.conf import CONF
 
-TOPIC = 'volmig-conductor'
-RPC_API_VERSION = '1.2'
+LOG = logging.getLogger(__name__)
+
+BINARY = TOPIC = 'volmig-conductor'
+RPC_API_VERSION = '1.3'
+OWNER_VERSION = '1.3'
+
+# Release names an operator may put in [upgrade_levels] conductor.
+VERSION_ALIASES = {
+    '2026.1': '1.0',
+    '2026.2': '1.2',
+}
 
 
 class ConductorAPI:
+    """Calls to the conductor, capped by ``[upgrade_levels] conductor``.
+
+    ``auto`` asks the conductors (any version answers) for the lowest
+    version they announce, once, on first use.
+    """
 
     def __init__(self, timeout: int | None = None):
-        self.client = rpc.get_client(TOPIC, RPC_API_VERSION, timeout=timeout)
+        self._timeout = timeout
+        self._client = None
+
+    @property
+    def client(self):
+        if self._client is None:
+            cap = CONF.upgrade_levels.conductor
+            if cap == 'auto':
+                probe = rpc.get_client(TOPIC, RPC_API_VERSION,
+                                       timeout=self._timeout)
+                cap = probe.prepare(version='1.0').call(
+                    volmig_context.get_admin_context(),
+                    'service_min_version', binary=BINARY)
+                if cap is None:
+                    # No conductor registered yet: do not pin a guess.
+                    return probe
+            cap = VERSION_ALIASES.get(cap, cap)
+            LOG.info('Conductor RPC version cap is %s', cap)
+            self._client = rpc.get_client(TOPIC, RPC_API_VERSION,
+                                          version_cap=cap,
+                                          timeout=self._timeout)
+        return self._client
+
+    def can_send_version(self, version: str) -> bool:
+        return self.client.can_send_version(version)
 
     def _call(self, ctxt, method, **kwargs):
         return self.client.prepare(version='1.0').call(ctxt, method, **kwargs)
@@ -28,8 +78,9 @@ class ConductorAPI:
     def service_update(self, ctxt, binary, host, topic, version,
                        capabilities):
         # A heartbeat older than the next one is worthless: do not wait
-        # longer than the interval (nor for a conductor not yet up).
-        return self.client.prepare(
+        # longer than the interval (nor for a conductor not yet up). It
+        # needs no cap, so it never asks for one.
+        return rpc.get_client(TOPIC, RPC_API_VERSION).prepare(
             version='1.0', timeout=CONF.report_interval).call(
                 ctxt, 'service_update', binary=binary, host=host,
                 topic=topic, version=version, capabilities=capabilities)
@@ -88,9 +139,26 @@ class ConductorAPI:
             ctxt, 'swap_failed', instance_uuid=instance_uuid,
             new_bdm=new_bdm)
 
-    def instance_update(self, ctxt, instance_uuid, values):
+    def instance_power_changed(self, ctxt, instance_uuid, power_state,
+                               vm_state):
+        """A stop or start ended, or the guest stopped by itself."""
+        if self.can_send_version(OWNER_VERSION):
+            return self.client.prepare(version=OWNER_VERSION).call(
+                ctxt, 'instance_power_changed', instance_uuid=instance_uuid,
+                power_state=power_state, vm_state=vm_state)
         return self._call(ctxt, 'instance_update',
-                          instance_uuid=instance_uuid, values=values)
+                          instance_uuid=instance_uuid, values={
+                              'power_state': power_state,
+                              'vm_state': vm_state, 'task_state': None})
+
+    def instance_build_failed(self, ctxt, instance_uuid):
+        if self.can_send_version(OWNER_VERSION):
+            return self.client.prepare(version=OWNER_VERSION).call(
+                ctxt, 'instance_build_failed', instance_uuid=instance_uuid)
+        return self._call(ctxt, 'instance_update',
+                          instance_uuid=instance_uuid, values={
+                              'vm_state': states.VM_ERROR,
+                              'task_state': None})
 
     def instance_built(self, ctxt, instance_uuid, power_state):
         return self._call(ctxt, 'instance_built', instance_uuid=instance_uuid,
@@ -106,9 +174,23 @@ class ConductorAPI:
 
     # Volume migrations: what the API asks for.
 
-    def migration_begin(self, ctxt, src_attachment_id):
+    def migration_begin(self, ctxt, src_attachment_id, starting=False):
+        if starting and self.can_send_version(OWNER_VERSION):
+            return self.client.prepare(version=OWNER_VERSION).call(
+                ctxt, 'migration_begin', src_attachment_id=src_attachment_id,
+                starting=True)
         return self._call(ctxt, 'migration_begin',
                           src_attachment_id=src_attachment_id)
+
+    def migration_started(self, ctxt, migration, pauses):
+        """Record what the agent's start returned."""
+        if self.can_send_version(OWNER_VERSION):
+            return self.client.prepare(version=OWNER_VERSION).call(
+                ctxt, 'migration_started', migration_id=migration['id'],
+                pauses=pauses)
+        self._set_status(ctxt, migration['id'], states.STARTING)
+        return self._set_status(ctxt, migration['id'], states.STARTED,
+                                pauses)
 
     def migration_accept_cancel(self, ctxt, src_attachment_id):
         return self._call(ctxt, 'migration_accept_cancel',
@@ -128,13 +210,44 @@ class ConductorAPI:
 
     # Volume migrations: what compute agents report.
 
-    def migration_set_status(self, ctxt, migration_id, status, pauses=None):
+    def _set_status(self, ctxt, migration_id, status, pauses=None):
+        """The only report of conductors older than 1.3."""
         if not pauses:
             return self._call(ctxt, 'migration_set_status',
                               migration_id=migration_id, status=status)
         return self.client.prepare(version='1.1').call(
             ctxt, 'migration_set_status', migration_id=migration_id,
             status=status, pauses=pauses)
+
+    def migration_switched(self, ctxt, migration_id, pauses):
+        """The guest is on dst; src may be released."""
+        if self.can_send_version(OWNER_VERSION):
+            return self.client.prepare(version=OWNER_VERSION).call(
+                ctxt, 'migration_switched', migration_id=migration_id,
+                pauses=pauses)
+        self._set_status(ctxt, migration_id, states.SRC_RELEASED, pauses)
+        return self._set_status(ctxt, migration_id, states.COMMITTING)
+
+    def migration_job_ended(self, ctxt, migration_id, status, pauses):
+        """The migration's job ended it in ``status``."""
+        if self.can_send_version(OWNER_VERSION):
+            return self.client.prepare(version=OWNER_VERSION).call(
+                ctxt, 'migration_job_ended', migration_id=migration_id,
+                status=status, pauses=pauses)
+        return self._set_status(ctxt, migration_id, status, pauses)
+
+    def migration_recovered(self, ctxt, migration_id, side):
+        """A failed migration's guest is whole again on ``side``."""
+        return self.client.prepare(version=OWNER_VERSION).call(
+            ctxt, 'migration_recovered', migration_id=migration_id,
+            side=side)
+
+    def migration_work_for_host(self, ctxt, host):
+        """What an agent starting up must reconcile (empty before 1.3)."""
+        if not self.can_send_version(OWNER_VERSION):
+            return []
+        return self.client.prepare(version=OWNER_VERSION).call(
+            ctxt, 'migration_work_for_host', host=host)
 
     def migration_report_progress(self, ctxt, migration_id, bytes_done,
                                   bytes_total):

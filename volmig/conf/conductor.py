@@ -12,6 +12,13 @@ conductor_opts = [
                     'not yet taken by its compute agent) before it is '
                     'failed. Nothing has been done to the guest by then, so '
                     'failing it is safe.'),
+    cfg.IntOpt('migration_stall_timeout', default=120, min=1,
+               help='Seconds a migration in progress may go without any '
+                    'report from its compute agent. Past it the conductor '
+                    'asks the agent to reconcile the migration; past twice '
+                    'it, or when the agent is down, the migration is failed '
+                    'with recovery_needed, and the agent finishes the '
+                    'recovery when it comes back.'),
 ]
 
 

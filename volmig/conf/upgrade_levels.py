@@ -9,6 +9,12 @@ upgrade_opts = [
                     'RPC version such as "1.0", a release alias, or "auto" '
                     '(the lowest version any registered compute agent '
                     'announces).'),
+    cfg.StrOpt('conductor', default='auto',
+               help='Cap on the conductor RPC API version that agents and '
+                    'APIs send: an RPC version, a release alias, or "auto" '
+                    '(the lowest version any registered conductor '
+                    'announces). Set it to the old release while conductors '
+                    'are upgraded after the agents.'),
 ]
 
 

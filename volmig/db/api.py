@@ -228,7 +228,10 @@ def bdm_destroy(ctxt, bdm_id: int) -> None:
 # Volume migrations.
 
 def migration_begin(ctxt, values: dict) -> dict:
-    """Record an accepted migration and lock its instance, atomically."""
+    """Record a new migration and lock its instance, atomically.
+
+    ``values`` may carry the status (``accepted`` by default).
+    """
     with _CONTEXT.writer.using(ctxt):
         instance_update(ctxt, values['instance_uuid'],
                         {'task_state': states.TASK_VOLUME_MIGRATING},
@@ -238,7 +241,8 @@ def migration_begin(ctxt, values: dict) -> dict:
 
 def migration_create(ctxt, values: dict) -> dict:
     with _CONTEXT.writer.using(ctxt) as session:
-        migration = models.VolumeMigration(status=states.ACCEPTED, **values)
+        migration = models.VolumeMigration(**dict({'status': states.ACCEPTED},
+                                                  **values))
         session.add(migration)
         session.flush()
         return migration.to_dict()
@@ -297,14 +301,28 @@ def migration_update(ctxt, uuid: str, values: dict,
         return migration_get(ctxt, uuid)
 
 
-def migrations_older_than(ctxt, status: str,
+def migrations_older_than(ctxt, statuses,
                           age: datetime.timedelta) -> list[dict]:
+    """Migrations in ``statuses`` not updated for ``age``."""
+    statuses = [statuses] if isinstance(statuses, str) else list(statuses)
     with _CONTEXT.reader.using(ctxt) as session:
         cutoff = timeutils.utcnow() - age
         return _dicts(session.scalars(sa.select(
             models.VolumeMigration).where(
-                models.VolumeMigration.status == status,
+                models.VolumeMigration.status.in_(statuses),
                 # A row never updated since its insert has no updated_at.
                 sa.func.coalesce(models.VolumeMigration.updated_at,
                                  models.VolumeMigration.created_at)
                 < cutoff)))
+
+
+def migration_get_all_for_recovery(ctxt, host: str) -> list[dict]:
+    """A host's migrations in progress, or failed and needing recovery."""
+    with _CONTEXT.reader.using(ctxt) as session:
+        return _dicts(session.scalars(sa.select(
+            models.VolumeMigration).where(
+                models.VolumeMigration.host == host,
+                sa.or_(models.VolumeMigration.status.in_(
+                    list(states.IN_PROGRESS)),
+                    models.VolumeMigration.recovery_needed.is_(True))).
+            order_by(models.VolumeMigration.id)))

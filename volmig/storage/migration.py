@@ -197,4 +197,4 @@ class Migrator:
             if os.path.exists(dst['path']):
                 os.unlink(dst['path'])
         self.volumes.update_volume(volume_id, migration_status='error',
-                                   migration_error=str(reason))
+                                   migration_error=exception.safe_message(reason))

@@ -44,7 +44,7 @@ def fault(code: int, message: str, headers=None) -> webob.Response:
 
 def _error_code(exc: Exception) -> tuple[int, str]:
     if isinstance(exc, exception.VolmigException):
-        return exc.code, str(exc)
+        return exc.code, exception.safe_message(exc)
     if isinstance(exc, messaging.MessagingTimeout):
         return 503, 'A volmig service did not answer in time; try again.'
     LOG.exception('Unexpected error in the REST API')

@@ -59,14 +59,6 @@ class ComputeDriver(abc.ABC):
     def stop_guests(self) -> None:  # noqa: B027 -- optional hook
         """Shut every guest off (the embedded default exits with them)."""
 
-    def recover_jobs(self) -> list[tuple[str, 'Job', str]]:
-        """Jobs a previous agent left running, found from its journal.
-
-        Returns ``(migration_id, job, final_status)`` for each one that
-        can be resumed.
-        """
-        return []
-
     @abc.abstractmethod
     def spawn(self, instance: dict, block_devices: list[dict]) -> None:
         """Create and start a guest with its volumes."""
@@ -132,3 +124,12 @@ class ComputeDriver(abc.ABC):
     def migration_commit(self, instance: dict, bdm: dict,
                          migration: dict) -> Job:
         """Merge the overlay into dst, then drop it."""
+
+    @abc.abstractmethod
+    def migration_recover(self, instance: dict, bdm: dict, migration: dict,
+                          dst_connection_info: dict | None) -> str:
+        """After an agent crash: align the driver's record with the guest.
+
+        Every migration method is then safe to call again. Returns the
+        side the guest is on, "src" or "dst".
+        """

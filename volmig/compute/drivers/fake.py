@@ -107,6 +107,13 @@ class FakeDriver(base.ComputeDriver):
         self._disk(instance, bdm).on_overlay = False
         return base.FinishedJob()
 
+    def migration_recover(self, instance, bdm, migration,
+                          dst_connection_info):
+        disk = self._disk(instance, bdm)
+        on_dst = (dst_connection_info is not None
+                  and disk.connection_info == dst_connection_info)
+        return 'dst' if on_dst else 'src'
+
     def guest_disk(self, instance_uuid: str, volume_id: str) -> FakeDisk:
         """What the guest is using now; for tests and the demo."""
         return self._guests[instance_uuid].disks[volume_id]

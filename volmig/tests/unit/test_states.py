@@ -11,6 +11,8 @@ LEGAL = [
     (states.STARTED, states.COMPLETING),
     (states.COMPLETING, states.SRC_RELEASED),
     (states.SRC_RELEASED, states.COMMITTING),
+    # A commit with nothing to merge (a read-only disk).
+    (states.SRC_RELEASED, states.COMPLETED),
     (states.COMMITTING, states.COMPLETED),
 ]
 

@@ -22,14 +22,13 @@ from volmig import exception
 from volmig import states
 from volmig.compute.drivers import base
 from volmig.compute.drivers.qemu import guest as guest_mod
+from volmig.compute.drivers.qemu import jobs
 from volmig.compute.drivers.qemu import journal as journal_mod
 from volmig.compute.drivers.qemu import monitor as qmp
+from volmig.compute.drivers.qemu import settle
 from volmig.conf import compute as compute_conf
 
 LOG = logging.getLogger(__name__)
-
-# What a finished commit job means, by the action that started it.
-FINAL_STATUS = {'cancel': states.CANCELLED, 'complete': states.COMPLETED}
 
 
 def volume_path(connection_info: dict) -> str:
@@ -202,7 +201,7 @@ class QemuDriver(base.ComputeDriver):
             names = guest_mod.node_names(disk)
             target = guest_mod.node_names(dict(disk, gen=disk['gen'] + 1))
             guest.add_volume_node(target['base'], new_path, read_only=False)
-            job = MirrorJob(self, guest, disk, new_bdm, new_path)
+            job = jobs.MirrorJob(self, guest, disk, new_bdm, new_path)
             try:
                 guest.execute('blockdev-mirror', **{
                     'job-id': job.job_id, 'device': names['base'],
@@ -252,18 +251,26 @@ class QemuDriver(base.ComputeDriver):
             if disk['attach_mode'] == 'ro' or disk.get('overlay'):
                 # Read-only: src is frozen already. Overlay: a repeat.
                 return {}
-            return {'start': self._snapshot(guest, disk, migration['id'],
-                                            read_only=False)}
+            self.journal.record(migration['id'], 'snapshot', action='start',
+                                instance_uuid=guest.uuid,
+                                volume_id=disk['volume_id'])
+            try:
+                pause = self._snapshot(guest, disk, migration['id'],
+                                       read_only=False)
+            finally:
+                # Undone or done: nothing is left to reconcile.
+                self.journal.close(migration['id'])
+            return {'start': pause}
+
+    def _overlay_path(self, guest, migration_id: str) -> str:
+        return guest.path('overlay-%s.qcow2' % migration_id)
 
     def _snapshot(self, guest, disk, migration_id: str,
                   read_only: bool) -> float:
         """Put a new overlay on top of the disk's node; returns the pause."""
-        path = guest.path('overlay-%s.qcow2' % migration_id)
+        path = self._overlay_path(guest, migration_id)
         overlay = {'path': path, 'gen': disk['gen'], 'sealed': read_only}
         names = guest_mod.node_names(dict(disk, overlay=overlay))
-        self.journal.record(migration_id, 'snapshot', action='start',
-                            instance_uuid=guest.uuid,
-                            volume_id=disk['volume_id'], overlay=overlay)
         try:
             self._img('create', '-q', '-f', 'qcow2', '-b', disk['path'],
                       '-F', 'raw', path)
@@ -273,11 +280,9 @@ class QemuDriver(base.ComputeDriver):
                                 overlay=names['overlay'])
         except Exception:
             self._forget_overlay(guest, names['overlay'], path)
-            self.journal.close(migration_id)
             raise
         disk['overlay'] = overlay
         guest.save()
-        self.journal.close(migration_id)
         return pause
 
     @staticmethod
@@ -300,15 +305,20 @@ class QemuDriver(base.ComputeDriver):
     def migration_cancel(self, instance, bdm, migration):
         guest, disk = self._live_disk(instance, bdm)
         with guest.lock:
-            overlay = self._overlay_to_merge(disk)
-            if overlay is None:
+            if self._overlay_to_merge(disk) is None:
+                self.journal.close(migration['id'])
                 return base.FinishedJob()
+            self.journal.record(migration['id'], 'commit', action='cancel',
+                                instance_uuid=guest.uuid,
+                                volume_id=disk['volume_id'])
             if not guest.is_running():
                 # The guest went down after start: merge on disk.
-                self._img('commit', '-q', '-f', 'qcow2', overlay['path'])
+                self._img('commit', '-q', '-f', 'qcow2',
+                          disk['overlay']['path'])
                 self.drop_overlay_file(guest, disk)
+                self.journal.close(migration['id'])
                 return base.FinishedJob()
-            return self._commit(guest, disk, migration['id'], 'cancel')
+            return self._commit(guest, disk, migration['id'])
 
     def _check_dst(self, disk, dst_path: str, migration_id: str) -> None:
         # blockdev-reopen takes a backing node of the wrong size without a
@@ -330,13 +340,21 @@ class QemuDriver(base.ComputeDriver):
         guest, disk = self._live_disk(instance, bdm)
         dst_path = volume_path(dst_connection_info)
         with guest.lock:
+            if disk['path'] == dst_path:
+                # A repeat, after an agent restart: switched already.
+                return {}
             self._check_dst(disk, dst_path, migration['id'])
+            self.journal.record(migration['id'], 'switch',
+                                action='complete', instance_uuid=guest.uuid,
+                                volume_id=disk['volume_id'], dst=dst_path)
             figures = {}
             if migration['mode'] == states.MODE_LIVE and guest.is_running():
                 figures = self._switch_live(guest, disk, migration['id'],
                                             dst_path)
             elif disk.get('overlay'):
                 # The guest went down after a live start: merge on disk.
+                # dst is src as it stood at start, so the overlay's writes
+                # belong on top of it, whatever its header says.
                 overlay = disk['overlay']['path']
                 self._img('rebase', '-q', '-u', '-f', 'qcow2', '-b',
                           dst_path, '-F', 'raw', overlay)
@@ -345,6 +363,7 @@ class QemuDriver(base.ComputeDriver):
             disk.update(path=dst_path,
                         attachment_id=migration['dst_attachment_id'])
             guest.save()
+            self.journal.close(migration['id'])
             return figures
 
     def _switch_live(self, guest, disk, migration_id: str,
@@ -354,10 +373,8 @@ class QemuDriver(base.ComputeDriver):
             self._snapshot(guest, disk, migration_id, read_only=True)
         old = guest_mod.node_names(disk)
         new = guest_mod.node_names(dict(disk, gen=disk['gen'] + 1))
-        self.journal.record(migration_id, 'switch', action='complete',
-                            instance_uuid=guest.uuid,
-                            volume_id=disk['volume_id'], dst=dst_path)
         guest.add_volume_node(new['base'], dst_path, read_only)
+        self.journal.record(migration_id, 'reopen')
         try:
             pause = guest.timed('blockdev-reopen', options=[{
                 'driver': 'qcow2', 'node-name': old['overlay'],
@@ -365,7 +382,6 @@ class QemuDriver(base.ComputeDriver):
                 'read-only': read_only}])
         except Exception:
             guest.delete_nodes(new['base'])
-            self.journal.close(migration_id)
             raise
         if not read_only:
             guest.execute('change-backing-file', device=old['overlay'],
@@ -374,26 +390,27 @@ class QemuDriver(base.ComputeDriver):
         self.journal.record(migration_id, 'release_src')
         guest.delete_nodes(old['base'])
         disk['gen'] += 1
-        self.journal.close(migration_id)
         return {'switch': pause}
 
     def migration_commit(self, instance, bdm, migration):
         guest, disk = self._live_disk(instance, bdm)
         with guest.lock:
             if self._overlay_to_merge(disk) is None:
+                self.journal.close(migration['id'])
                 return base.FinishedJob()
-            return self._commit(guest, disk, migration['id'], 'complete')
+            self.journal.record(migration['id'], 'commit', action='complete',
+                                instance_uuid=guest.uuid,
+                                volume_id=disk['volume_id'])
+            return self._commit(guest, disk, migration['id'])
 
-    def _commit(self, guest, disk, migration_id: str,
-                action: str) -> 'CommitJob':
+    def _commit(self, guest, disk, migration_id: str) -> jobs.CommitJob:
+        """The commit job, started unless QEMU runs it already."""
         names = guest_mod.node_names(disk)
-        job = CommitJob(self, guest, disk['volume_id'], migration_id)
-        self.journal.record(migration_id, 'commit', action=action,
-                            instance_uuid=guest.uuid,
-                            volume_id=disk['volume_id'])
-        guest.execute('block-commit', **{
-            'job-id': job.job_id, 'device': names['overlay'],
-            'base-node': names['base'], 'auto-dismiss': False})
+        job = jobs.CommitJob(self, guest, disk['volume_id'], migration_id)
+        if jobs.find_job(guest, job.job_id) is None:
+            guest.execute('block-commit', **{
+                'job-id': job.job_id, 'device': names['overlay'],
+                'base-node': names['base'], 'auto-dismiss': False})
         return job
 
     def drop_overlay_file(self, guest, disk) -> None:
@@ -410,141 +427,36 @@ class QemuDriver(base.ComputeDriver):
         self.drop_overlay_file(guest, disk)
         self.journal.close(migration_id)
 
-    def recover_jobs(self) -> list[tuple[str, base.Job, str]]:
-        """Pick up the commits a previous agent left running.
+    # Recovery.
 
-        Returns ``(migration_id, job, final_status)`` for each. A start
-        cut short is undone; a switch cut short needs an operator.
+    def migration_recover(self, instance, bdm, migration,
+                          dst_connection_info):
+        """Make the record agree with QEMU after an agent crash.
+
+        A running guest's disk is rebuilt from QEMU's block graph. For a
+        guest that is down, an overlay the crash kept off the record (the
+        snapshot was taken, the record not saved) is taken back into it,
+        so its writes get merged. Returns the side the guest is on.
         """
-        recovered: list[tuple[str, base.Job, str]] = []
-        for entry in self.journal.open_entries():
-            migration_id = entry['migration_id']
-            guest = self._guests.get(entry['instance_uuid'])
-            if guest is None or not guest.is_running():
-                LOG.error('Volume migration %s was in step %s of guest %s, '
-                          'which is gone; it needs recovery by hand',
-                          migration_id, entry['step'],
-                          entry['instance_uuid'])
-                continue
-            if entry['step'] in ('commit', 'drop_overlay'):
-                job = CommitJob(self, guest, entry['volume_id'],
-                                migration_id)
-                recovered.append((migration_id, job,
-                                  FINAL_STATUS[entry['action']]))
-            elif entry['step'] == 'snapshot':
-                disk = guest.disks[entry['volume_id']]
-                if not disk.get('overlay'):
-                    names = guest_mod.node_names(
-                        dict(disk, overlay=entry['overlay']))
-                    self._forget_overlay(guest, names['overlay'],
-                                         entry['overlay']['path'])
-                self.journal.close(migration_id)
-            else:
-                LOG.error('Volume migration %s stopped in step %s of guest '
-                          '%s; it needs recovery by hand', migration_id,
-                          entry['step'], guest.uuid)
-        return recovered
-
-
-class CommitJob(base.Job):
-    """An active block-commit of a disk's overlay into its base."""
-
-    def __init__(self, driver: QemuDriver, guest: guest_mod.Guest,
-                 volume_id: str, migration_id: str):
-        self._driver = driver
-        self._guest = guest
-        self._volume_id = volume_id
-        self._migration_id = migration_id
-        self.job_id = 'commit-%s' % migration_id
-        self.pauses: dict[str, float] = {}
-
-    def poll(self) -> base.JobProgress:
-        guest = self._guest
+        guest, disk = self._live_disk(instance, bdm)
+        entry = self.journal.get(migration['id'])
+        if entry:
+            LOG.info('Volume migration %(id)s: the journal says step '
+                     '%(step)s of %(action)s', {
+                         'id': migration['id'], 'step': entry['step'],
+                         'action': entry.get('action')})
         with guest.lock:
-            disk = guest.disks[self._volume_id]
-            found = [job for job in guest.execute('query-jobs')
-                     if job['id'] == self.job_id]
-            if not found:
-                return self._without_qemu_job(disk)
-            job = found[0]
-            done, total = job['current-progress'], job['total-progress']
-            if job['status'] == 'ready':
-                # The last writes drain here: the pause of the switch-over.
-                self.pauses['complete'] = guest.timed('job-complete',
-                                                      id=self.job_id)
-            elif job['status'] == 'concluded':
-                guest.execute('job-dismiss', id=self.job_id)
-                if job.get('error'):
-                    raise exception.DriverError(action='commit the overlay',
-                                                reason=job['error'])
-                self._driver.drop_overlay(guest, disk, self._migration_id)
-                return base.JobProgress(total, total, True)
-            return base.JobProgress(done, total, False)
-
-    def _without_qemu_job(self, disk) -> base.JobProgress:
-        """After an agent restart: the job either ended or never began."""
-        overlay = disk.get('overlay')
-        if overlay is None:
-            self._driver.journal.close(self._migration_id)
-            return base.JobProgress(0, 0, True)
-        names = guest_mod.node_names(disk)
-        nodes = {node['node-name'] for node in self._guest.execute(
-            'query-named-block-nodes', flat=True)}
-        if names['overlay'] not in nodes:
-            self._driver.drop_overlay_file(self._guest, disk)
-        elif self._top_is_overlay(names):
-            self._guest.execute('block-commit', **{
-                'job-id': self.job_id, 'device': names['overlay'],
-                'base-node': names['base'], 'auto-dismiss': False})
-            return base.JobProgress(0, 0, False)
-        else:
-            self._driver.drop_overlay(self._guest, disk,
-                                      self._migration_id)
-        self._driver.journal.close(self._migration_id)
-        return base.JobProgress(0, 0, True)
-
-    def _top_is_overlay(self, names: dict) -> bool:
-        for block in self._guest.execute('query-block'):
-            if block.get('qdev', '').startswith(
-                    '/machine/peripheral/%s/' % names['device']):
-                return block['inserted']['node-name'] == names['overlay']
-        return False
-
-
-class MirrorJob(base.Job):
-    """A blockdev-mirror of a disk into a new volume, then the pivot."""
-
-    def __init__(self, driver: QemuDriver, guest: guest_mod.Guest,
-                 disk: dict, new_bdm: dict, new_path: str):
-        self._driver = driver
-        self._guest = guest
-        self._disk = disk
-        self._new_bdm = new_bdm
-        self._new_path = new_path
-        self.job_id = 'mirror-%s' % new_bdm['attachment_id']
-        self.pauses: dict[str, float] = {}
-
-    def poll(self) -> base.JobProgress:
-        guest, disk = self._guest, self._disk
-        old = guest_mod.node_names(disk)
-        new = guest_mod.node_names(dict(disk, gen=disk['gen'] + 1))
-        with guest.lock:
-            (job,) = [job for job in guest.execute('query-jobs')
-                      if job['id'] == self.job_id]
-            done, total = job['current-progress'], job['total-progress']
-            if job['status'] == 'ready':
-                # The pivot: the device and its export move to the copy.
-                self.pauses['pivot'] = guest.timed('job-complete',
-                                                   id=self.job_id)
-            elif job['status'] == 'concluded':
-                guest.execute('job-dismiss', id=self.job_id)
-                if job.get('error'):
-                    guest.delete_nodes(new['base'])
-                    raise exception.DriverError(action='mirror the volume',
-                                                reason=job['error'])
-                guest.delete_nodes(old['base'])
-                disk['gen'] += 1
-                self._driver.repoint(guest, disk, self._new_bdm,
-                                     self._new_path)
-                return base.JobProgress(total, total, True)
-            return base.JobProgress(done, total, False)
+            path = self._overlay_path(guest, migration['id'])
+            if guest.is_running():
+                settle.settle(guest, disk)
+                if not disk.get('overlay') and os.path.exists(path):
+                    # Created, never put on top: it holds no writes.
+                    os.unlink(path)
+            elif not disk.get('overlay') and os.path.exists(path):
+                disk['overlay'] = {'path': path, 'gen': disk['gen'],
+                                   'sealed': False}
+                guest.save()
+            if (dst_connection_info
+                    and disk['path'] == volume_path(dst_connection_info)):
+                return 'dst'
+            return 'src'
