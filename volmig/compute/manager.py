@@ -56,6 +56,7 @@ class ComputeManager:
                                    CONF.compute.job_poll_interval)
         self.notifier = notifications.Notifier('%s:%s' % (rpcapi.BINARY,
                                                           host))
+        self._reconciled = False
 
     # Service plumbing.
 
@@ -64,17 +65,23 @@ class ComputeManager:
         return version, self.driver.capabilities
 
     def periodic_tasks(self):
-        return []
+        return [(CONF.report_interval, self.reconcile_after_restart)]
 
     def init_host(self) -> None:
         self.driver.init_host(self.host)
-        ctxt = context.get_service_context()
-        try:
-            work = self.conductor.migration_work_for_host(ctxt, self.host)
-        except Exception:
-            LOG.exception('Could not ask the conductor which migrations to '
-                          'reconcile; it asks again when they stall')
+
+    def reconcile_after_restart(self) -> None:
+        """Once, as soon as the conductor answers: settle every migration
+        a previous agent on this host left behind.
+
+        Not in ``init_host``: the agent must not wait for the conductor to
+        start serving.
+        """
+        if self._reconciled:
             return
+        ctxt = context.get_service_context()
+        work = self.conductor.migration_work_for_host(ctxt, self.host)
+        self._reconciled = True
         for item in work:
             self._reconcile_safely(ctxt, **item)
 
@@ -231,10 +238,24 @@ class ComputeManager:
     def migration_cancel(self, ctxt, migration, bdm):
         LOG.info('Cancelling volume migration %s', migration['id'],
                  instance_uuid=migration['instance_uuid'])
+        if not self._still(ctxt, migration):
+            return
         self.notifier.notify(ctxt, CANCEL, 'start',
                              notifications.migration_data(migration))
         self._merge_back(ctxt, migration, bdm, CANCEL,
                          self._finisher(ctxt, migration, states.CANCELLED))
+
+    def _still(self, ctxt, migration) -> bool:
+        """Whether a cast is still current: one that waited in the queue
+        while this agent was down may have been overtaken by the healer."""
+        current = self.conductor.migration_get(ctxt, migration['id'])
+        if current['status'] == migration['status']:
+            return True
+        LOG.warning('Ignoring a stale request for volume migration %(id)s: '
+                    'it was %(sent)s when sent and is %(now)s now',
+                    {'id': migration['id'], 'sent': migration['status'],
+                     'now': current['status']})
+        return False
 
     def _merge_back(self, ctxt, migration, bdm, event, finish):
         """Send the guest back to src; ``finish(job)`` once merged."""
@@ -253,6 +274,8 @@ class ComputeManager:
     def migration_complete(self, ctxt, migration, bdm, dst_connection_info):
         LOG.info('Completing volume migration %s', migration['id'],
                  instance_uuid=migration['instance_uuid'])
+        if not self._still(ctxt, migration):
+            return
         self.notifier.notify(ctxt, COMPLETE, 'start',
                              notifications.migration_data(migration))
         self._switch(ctxt, migration, bdm, dst_connection_info)

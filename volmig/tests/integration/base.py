@@ -53,7 +53,8 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
         self.useFixture(volmig_fixtures.RPCFixture())
         extra = self.options()
         for (group, name), value in extra.items():
-            self.conf_fixture.conf(group=group, **{name: value})
+            self.conf_fixture.conf(group=None if group == 'DEFAULT'
+                                   else group, **{name: value})
         self.hosts = ['compute-%d' % n for n in range(1, self.COMPUTES + 1)]
         api_port = free_port()
         self.endpoint = 'http://127.0.0.1:%d/v2.1' % api_port
@@ -66,6 +67,7 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
             ('DEFAULT', 'rpc_response_timeout'): 30,
             ('DEFAULT', 'debug'): True,
             ('conductor', 'heal_interval'): 1,
+            ('conductor', 'migration_stall_timeout'): 3,
             ('compute', 'job_poll_interval'): 0.1}
         options.update(extra)
         self.cluster = self.useFixture(cluster.Cluster(

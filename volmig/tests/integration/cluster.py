@@ -41,15 +41,19 @@ class VhostFixture(fixtures.Fixture):
 class ServiceProcess(fixtures.Fixture):
     """One volmig binary in its own process, logging to a file."""
 
-    def __init__(self, binary, config_files, log_dir, name):
+    def __init__(self, binary, config_files, log_dir, name, command=None):
         super().__init__()
         self.binary = binary
         self.config_files = config_files
         self.log_path = os.path.join(log_dir, name + '.log')
+        # What runs instead of the binary, e.g. a test's wrapper of it.
+        self.command = command or [os.path.join(BIN_DIR, binary)]
+        # A process the test kills on purpose has not failed.
+        self.may_die = False
         self.process = None
 
     def _setUp(self):
-        args = [os.path.join(BIN_DIR, self.binary)]
+        args = list(self.command)
         for path in self.config_files:
             args += ['--config-file', path]
         args += ['--log-file', self.log_path]
@@ -62,7 +66,8 @@ class ServiceProcess(fixtures.Fixture):
 
     @property
     def failed(self) -> bool:
-        return self.process.poll() not in (None, 0, -signal.SIGTERM)
+        return not self.may_die and self.process.poll() not in (
+            None, 0, -signal.SIGTERM)
 
     def stop(self, sig=signal.SIGTERM):
         if self.process.poll() is None:
@@ -108,6 +113,7 @@ class Cluster(fixtures.Fixture):
         self.options.update(options or {})
         self.compute_options = compute_options or {}
         self.processes: dict[str, ServiceProcess] = {}
+        self._restarts = 0
 
     def _setUp(self):
         self.config_file = write_config(
@@ -122,14 +128,31 @@ class Cluster(fixtures.Fixture):
             self.spawn('volmig-compute', host, write_config(
                 os.path.join(self.state_path, host + '.conf'), options))
 
-    def restart(self, name: str, sig=signal.SIGTERM) -> ServiceProcess:
-        """Stop a process with ``sig`` and start it again."""
+    def restart(self, name: str, sig=signal.SIGTERM,
+                command=None) -> ServiceProcess:
+        """Stop a process with ``sig`` and start its binary again.
+
+        ``command`` runs instead of the binary, with the same options.
+        """
         old = self.processes[name]
+        old.may_die = True
         old.stop(sig)
+        self._restarts += 1
         process = self.useFixture(ServiceProcess(
-            old.binary, old.config_files, self.state_path, name + '-again'))
+            old.binary, old.config_files, self.state_path,
+            '%s-%d' % (name, self._restarts), command))
         self.processes[name] = process
         return process
+
+    def wait_for_death(self, name: str, timeout: float = 120) -> None:
+        """Until a process the test expects to die has died."""
+        process = self.processes[name]
+        process.may_die = True
+        deadline = time.monotonic() + timeout
+        while process.process.poll() is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError('%s did not die' % name)
+            time.sleep(0.05)
 
     def spawn(self, binary, name, extra_config=None):
         files = [self.config_file] + ([extra_config] if extra_config else [])

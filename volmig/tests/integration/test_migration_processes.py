@@ -68,7 +68,7 @@ class MigrationOverRabbitTest(base.ProcessTestCase):
         self.assertEqual(states.ERROR, failed['status'])
         self.assertEqual(states.COMPLETING, failed['error_phase'])
         self.assertIn('compute-2', failed['error_reason'])
-        self.assertIn('stopped reporting', failed['error_reason'])
+        self.assertIn('is down', failed['error_reason'])
         self.assertTrue(failed['recovery_needed'])
         server = self.conductor.instance_get(self.admin, server['uuid'])
         self.assertIsNone(server['task_state'])
