@@ -141,6 +141,11 @@ class InvalidMigrationState(Conflict):
                'status %(status)s.')
 
 
+class MigrationRecoveryRefused(Conflict):
+    msg_fmt = ('Cannot %(action)s volume migration %(migration_id)s: '
+               '%(reason)s.')
+
+
 class ComputeTooOld(Conflict):
     msg_fmt = ('The compute agent on host %(host)s is too old for '
                '%(feature)s (it needs compute RPC %(needed)s).')

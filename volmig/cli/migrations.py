@@ -42,3 +42,34 @@ class ShowMigration(show.ShowOne):
                                      % args.migration)['volume_migration']
         columns = tuple(sorted(migration))
         return columns, tuple(migration[column] for column in columns)
+
+
+class _MigrationAction(show.ShowOne):
+    """An admin action on a stuck migration."""
+
+    verb = ''
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('migration')
+        return parser
+
+    def take_action(self, args):
+        migration = self.app.api.post(
+            '/os-volume-migrations/%s/action' % args.migration,
+            {self.verb: None})['volume_migration']
+        columns = ('id', 'status', 'host', 'recovery_needed')
+        return columns, tuple(migration[column] for column in columns)
+
+
+class AbortMigration(_MigrationAction):
+    """Send a migration's guest back to src, while src is still whole."""
+
+    verb = 'abort'
+
+
+class RecoverMigration(_MigrationAction):
+    """Have the agent finish a migration past its switch, or recover one
+    that failed (REST force_complete)."""
+
+    verb = 'force_complete'

@@ -2,7 +2,8 @@
 
 ``db sync|version``; ``volume list`` and ``volume migrate VOLUME --to
 POOL [--max-bandwidth-mbps N] [--wait]``, which ask volmig-volume over
-RPC.
+RPC; ``migration list|show|recover|abort`` and ``server reset-state``,
+which ask the conductor. Each prints a refusal's reason and exits 1.
 """
 
 import sys
@@ -12,18 +13,21 @@ from oslo_config import cfg
 
 from volmig import config
 from volmig import context as volmig_context
+from volmig import exception
+from volmig import rpc
+from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
-from volmig.db import migration
+from volmig.db import migration as schema
 from volmig.volume import file as file_volumes
 
 
 def _db_sync() -> None:
-    migration.upgrade()
-    print('Database is at revision %s' % migration.current_revision())
+    schema.upgrade()
+    print('Database is at revision %s' % schema.current_revision())
 
 
 def _db_version() -> None:
-    print(migration.current_revision() or 'empty')
+    print(schema.current_revision() or 'empty')
 
 
 def _volume_list() -> None:
@@ -57,9 +61,69 @@ def _volume_migrate() -> int:
     return 0
 
 
+MIGRATION_FIELDS = ('id', 'status', 'mode', 'host', 'instance_uuid',
+                    'volume_id', 'src_attachment_id', 'dst_attachment_id',
+                    'bytes_done', 'bytes_total', 'error_phase',
+                    'error_reason', 'recovery_needed', 'pauses_ms',
+                    'created_at', 'updated_at')
+
+
+def _conductor():
+    rpc.init()
+    return conductor_rpcapi.ConductorAPI()
+
+
+def _print_migration(migration: dict) -> None:
+    for field in MIGRATION_FIELDS:
+        print('%-18s %s' % (field, migration.get(field)))
+
+
+def _migration_list() -> None:
+    command = CONF.category
+    filters = {key: value for key, value in (
+        ('status', command.status), ('host', command.host)) if value}
+    migrations = _conductor().migration_list(
+        volmig_context.get_admin_context(), filters)
+    for migration in migrations:
+        print('%s  %-12s %-8s %-12s %s%s' % (
+            migration['id'], migration['status'], migration['mode'],
+            migration['host'], migration['volume_id'],
+            '  RECOVERY NEEDED' if migration['recovery_needed'] else ''))
+
+
+def _migration_show() -> None:
+    _print_migration(_conductor().migration_get(
+        volmig_context.get_admin_context(), CONF.category.migration))
+
+
+def _migration_recover() -> None:
+    migration = _conductor().migration_recover(
+        volmig_context.get_admin_context(), CONF.category.migration,
+        CONF.category.to)
+    _print_migration(migration)
+
+
+def _migration_abort() -> None:
+    _print_migration(_conductor().migration_abort(
+        volmig_context.get_admin_context(), CONF.category.migration))
+
+
+def _server_reset_state() -> None:
+    server = _conductor().instance_reset_state(
+        volmig_context.get_admin_context(), CONF.category.server,
+        CONF.category.state)
+    print('server %s: vm_state %s, task_state %s' % (
+        server['uuid'], server['vm_state'], server['task_state']))
+
+
 _COMMANDS = {('db', 'sync'): _db_sync, ('db', 'version'): _db_version,
              ('volume', 'list'): _volume_list,
-             ('volume', 'migrate'): _volume_migrate}
+             ('volume', 'migrate'): _volume_migrate,
+             ('migration', 'list'): _migration_list,
+             ('migration', 'show'): _migration_show,
+             ('migration', 'recover'): _migration_recover,
+             ('migration', 'abort'): _migration_abort,
+             ('server', 'reset-state'): _server_reset_state}
 
 
 def _add_parsers(subparsers):
@@ -77,6 +141,33 @@ def _add_parsers(subparsers):
     migrate.add_argument('--wait', action='store_true',
                          help='Show progress until it ends.')
 
+    mig = subparsers.add_parser('migration', help='Volume migrations.')
+    actions = mig.add_subparsers(dest='action', required=True)
+    listing = actions.add_parser('list', help='List volume migrations.')
+    listing.add_argument('--status')
+    listing.add_argument('--host')
+    for name, text in (
+            ('show', 'Show a migration, its phase and error.'),
+            ('abort', 'Send the guest back to src while src is whole.'),
+            ('recover', 'Finish a stuck migration, or the recovery of a '
+                        'failed one.')):
+        action = actions.add_parser(name, help=text)
+        action.add_argument('migration')
+        if name == 'recover':
+            action.add_argument(
+                '--to', choices=['src', 'dst'], default=None,
+                help='Only when the agent\'s host is lost: the volume the '
+                     'server keeps.')
+
+    server = subparsers.add_parser('server', help='Servers.')
+    actions = server.add_subparsers(dest='action', required=True)
+    reset = actions.add_parser(
+        'reset-state', help='Clear a stuck task state (refused while a '
+                            'migration holds the server).')
+    reset.add_argument('server')
+    reset.add_argument('--state', default='active',
+                       choices=['active', 'stopped', 'error'])
+
 
 category_opt = cfg.SubCommandOpt('category', title='Commands',
                                  handler=_add_parsers)
@@ -85,4 +176,9 @@ category_opt = cfg.SubCommandOpt('category', title='Commands',
 def main() -> None:
     CONF.register_cli_opt(category_opt)
     config.parse_args(sys.argv[1:], setup_logging=False)
-    sys.exit(_COMMANDS[(CONF.category.name, CONF.category.action)]() or 0)
+    try:
+        status = _COMMANDS[(CONF.category.name, CONF.category.action)]()
+    except exception.VolmigException as exc:
+        print('error: %s' % exception.safe_message(exc), file=sys.stderr)
+        status = 1
+    sys.exit(status or 0)

@@ -57,6 +57,9 @@ class ComputeManager:
         self.notifier = notifications.Notifier('%s:%s' % (rpcapi.BINARY,
                                                           host))
         self._reconciled = False
+        # Migrations being merged on disk after QEMU died: a failure there
+        # is final.
+        self._merging_on_disk: set[str] = set()
 
     # Service plumbing.
 
@@ -265,7 +268,7 @@ class ComputeManager:
         except Exception as exc:
             LOG.exception('Volume migration %s could not go back to src',
                           migration['id'])
-            self._fail(ctxt, migration, exc, True, event)
+            self._failed(ctxt, migration, exc, event)
             return
         self._run_job(ctxt, migration, bdm, job, event, finish)
 
@@ -315,7 +318,7 @@ class ComputeManager:
         except Exception as exc:
             LOG.exception('Volume migration %s could not commit',
                           migration['id'])
-            self._fail(ctxt, migration, exc, True, COMPLETE)
+            self._failed(ctxt, migration, exc, COMPLETE)
             return
         self._run_job(ctxt, migration, bdm, job, COMPLETE,
                       self._finisher(ctxt, migration, states.COMPLETED))
@@ -354,17 +357,31 @@ class ComputeManager:
                 self._sync_power_state(ctxt, migration)
 
         def on_error(exc):
-            instance = self._instance(migration)
-            if self.driver.get_power_state(instance) != states.POWER_RUNNING:
-                LOG.warning('The guest of volume migration %s went down '
-                            'during its job; merging on disk',
-                            migration['id'])
-                fresh = self.conductor.migration_get(ctxt, migration['id'])
-                self._reconcile_safely(ctxt, fresh, bdm, None)
-                return
-            self._fail(ctxt, migration, exc, True, event)
+            self._failed(ctxt, migration, exc, event)
 
         self.jobs.submit(migration['id'], job, report, on_error)
+
+    def _failed(self, ctxt, migration, exc, event) -> None:
+        """A step failed after the guest left src's safety.
+
+        If QEMU died under it, the overlay is merged on disk by
+        reconciling the migration; otherwise an operator must look.
+        """
+        instance = self._instance(migration)
+        if (self.driver.get_power_state(instance) == states.POWER_RUNNING
+                or migration['id'] in self._merging_on_disk):
+            self._fail(ctxt, migration, exc, True, event)
+            return
+        LOG.warning('The guest of volume migration %s went down under it; '
+                    'merging on disk', migration['id'])
+        self._merging_on_disk.add(migration['id'])
+        try:
+            for item in self.conductor.migration_work_for_host(ctxt,
+                                                               self.host):
+                if item['migration']['id'] == migration['id']:
+                    self._reconcile(ctxt, **item)
+        finally:
+            self._merging_on_disk.discard(migration['id'])
 
     def _sync_power_state(self, ctxt, migration) -> None:
         instance = self._instance(migration)

@@ -12,6 +12,7 @@ from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import healer
 from volmig.conductor import instances
 from volmig.conductor import migrations
+from volmig.conductor import recovery
 from volmig.conductor import rpcapi
 from volmig.conf import CONF
 from volmig.db import api as db
@@ -41,6 +42,8 @@ class ConductorManager:
         self.instances = instances.InstanceConductor(volume_api, compute_api)
         self.migrations = migrations.MigrationConductor(volume_api)
         self.healer = healer.Healer(self.migrations, compute_api)
+        self.recovery = recovery.OperatorRecovery(
+            self.migrations, self.healer, compute_api)
 
     # Service plumbing.
 
@@ -214,3 +217,21 @@ class ConductorManager:
     def migration_fail(self, ctxt, migration_id, reason, recovery_needed):
         return self.migrations.fail(ctxt, migration_id, reason,
                                     recovery_needed)
+
+    # What operators run.
+
+    @expected
+    def migration_abort(self, ctxt, migration_id):
+        return self.recovery.abort(ctxt, migration_id)
+
+    @expected
+    def migration_force_complete(self, ctxt, migration_id):
+        return self.recovery.force_complete(ctxt, migration_id)
+
+    @expected
+    def migration_recover(self, ctxt, migration_id, side=None):
+        return self.recovery.recover(ctxt, migration_id, side)
+
+    @expected
+    def instance_reset_state(self, ctxt, instance_uuid, vm_state):
+        return self.recovery.reset_instance(ctxt, instance_uuid, vm_state)

@@ -11,7 +11,9 @@ API version history:
           migration_started); agents report the ends of their jobs
           (migration_switched, migration_job_ended, migration_recovered)
           and power changes (instance_power_changed,
-          instance_build_failed); migration_work_for_host. An agent may no
+          instance_build_failed); migration_work_for_host; what operators
+          run (migration_abort, migration_force_complete,
+          migration_recover, instance_reset_state). An agent may no
           longer write instance columns: instance_update and
           migration_set_status serve only agents older than 1.3.
 """
@@ -258,3 +260,26 @@ class ConductorAPI:
     def migration_fail(self, ctxt, migration_id, reason, recovery_needed):
         return self._call(ctxt, 'migration_fail', migration_id=migration_id,
                           reason=reason, recovery_needed=recovery_needed)
+
+    # What operators run.
+
+    def _operator_call(self, ctxt, method, **kwargs):
+        return self.client.prepare(version=OWNER_VERSION).call(
+            ctxt, method, **kwargs)
+
+    def migration_abort(self, ctxt, migration_id):
+        return self._operator_call(ctxt, 'migration_abort',
+                                   migration_id=migration_id)
+
+    def migration_force_complete(self, ctxt, migration_id):
+        return self._operator_call(ctxt, 'migration_force_complete',
+                                   migration_id=migration_id)
+
+    def migration_recover(self, ctxt, migration_id, side=None):
+        return self._operator_call(ctxt, 'migration_recover',
+                                   migration_id=migration_id, side=side)
+
+    def instance_reset_state(self, ctxt, instance_uuid, vm_state):
+        return self._operator_call(ctxt, 'instance_reset_state',
+                                   instance_uuid=instance_uuid,
+                                   vm_state=vm_state)

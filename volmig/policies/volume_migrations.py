@@ -25,6 +25,18 @@ rules = [
         description='Show and list volume migrations.',
         operations=[{'method': 'RPC', 'path': 'volmig-api:migration_get'},
                     {'method': 'RPC', 'path': 'volmig-api:migration_list'}]),
+    policy.DocumentedRuleDefault(
+        name=PREFIX % 'abort', check_str=base.ADMIN,
+        description='Send a stuck migration\'s guest back to src, while '
+                    'src is still whole.',
+        operations=[{'method': 'POST',
+                     'path': '/os-volume-migrations/{id}/action (abort)'}]),
+    policy.DocumentedRuleDefault(
+        name=PREFIX % 'force_complete', check_str=base.ADMIN,
+        description='Have the agent finish a migration past its switch, '
+                    'or one that needs recovery.',
+        operations=[{'method': 'POST', 'path':
+                     '/os-volume-migrations/{id}/action (force_complete)'}]),
 ]
 
 

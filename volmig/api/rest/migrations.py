@@ -4,6 +4,7 @@ from volmig import policy
 from volmig.api import manager as rpc_face
 from volmig.api import validation
 from volmig.api.rest import controller
+from volmig.api.rest.schemas import migrations as schemas
 from volmig.policies import volume_migrations as migrations_policy
 
 RULE = migrations_policy.PREFIX % 'show'
@@ -23,3 +24,12 @@ class MigrationsController(controller.Controller):
         validation.require_uuid('migration_id', migration_id)
         return 200, {'volume_migration': self.conductor.migration_get(
             req.context, migration_id)}
+
+    @validation.schema(schemas.action)
+    def action(self, req, migration_id, body):
+        """``abort`` or ``force_complete``; each refuses data loss (409)."""
+        (verb,) = body
+        policy.authorize(req.context, migrations_policy.PREFIX % verb)
+        validation.require_uuid('migration_id', migration_id)
+        act = getattr(self.conductor, 'migration_%s' % verb)
+        return 202, {'volume_migration': act(req.context, migration_id)}

@@ -41,6 +41,8 @@ ROUTES = {
     migrations.MigrationsController: [
         (PREFIX + '/os-volume-migrations', {'GET': 'index'}),
         (PREFIX + '/os-volume-migrations/{migration_id}', {'GET': 'show'}),
+        (PREFIX + '/os-volume-migrations/{migration_id}/action',
+         {'POST': 'action'}),
     ],
 }
 

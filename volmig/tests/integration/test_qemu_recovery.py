@@ -144,3 +144,91 @@ class StartCrashTest(RecoveryTestCase):
         self.assertEqual(states.STARTED, again['status'])
         self.client.cancel(self.ctxt, bdm['attachment_id'])
         self.client.wait_for(self.ctxt, again['id'], states.CANCELLED)
+
+
+class QemuDeathTest(RecoveryTestCase):
+    """QEMU itself SIGKILLed at a step: the overlay is merged on disk.
+
+    The guest's writes are flushed before the fault, as a guest's
+    acknowledged writes are; unflushed qcow2 metadata dies with QEMU.
+    The server is left shut off, with its data whole on the side the
+    migration ended on.
+    """
+
+    scenarios = [
+        # (fault, status the client sees, the side the data is on)
+        ('complete:reopen', {'fault': 'complete:reopen',
+                             'final': states.ERROR, 'side': 'src'}),
+        ('complete:release_src', {'fault': 'complete:release_src',
+                                  'final': states.ERROR, 'side': 'src'}),
+        ('complete:commit', {'fault': 'complete:commit',
+                             'final': states.COMPLETED, 'side': 'dst'}),
+        ('complete:job_complete', {'fault': 'complete:job_complete',
+                                   'final': states.COMPLETED,
+                                   'side': 'dst'}),
+        ('complete:drop_overlay', {'fault': 'complete:drop_overlay',
+                                   'final': states.COMPLETED,
+                                   'side': 'dst'}),
+        ('cancel:commit', {'fault': 'cancel:commit',
+                           'final': states.CANCELLED, 'side': 'src'}),
+        ('cancel:job_complete', {'fault': 'cancel:job_complete',
+                                 'final': states.CANCELLED, 'side': 'src'}),
+    ]
+
+    def test_qemu_killed_mid_migration(self):
+        self.cluster.restart('compute-1', command=[
+            sys.executable, '-m', 'volmig.tests.integration.crash_at',
+            '--qemu', self.fault])
+        self.cluster.wait_until_registered()
+        server, bdm, vol = self.boot()
+        writer = self.writer(server, vol)
+        number = self.write_some(writer, 20)
+        migration = self.client.start(self.ctxt, bdm['attachment_id'])
+        self.write_some(writer, 20, number)
+        writer.flush()
+        dst, attachment = self.copy_to_dst(server, bdm, vol)
+
+        if self.fault.startswith('complete:'):
+            self.client.complete(self.ctxt, bdm['attachment_id'],
+                                 attachment['id'], wait=False)
+        else:
+            self.client.cancel(self.ctxt, bdm['attachment_id'])
+        ended = self.client.wait_for(self.ctxt, migration['id'],
+                                     self.final)
+
+        self.assertIsNone(self.qemu_pid(server))
+        self.assertFalse(ended['recovery_needed'])
+        self.assert_image(dst['path'] if self.side == 'dst'
+                          else vol['path'], writer)
+        self.assert_nothing_left(server, migration)
+        stopped = self.conductor.instance_get(self.admin, server['uuid'])
+        self.assertEqual((states.VM_STOPPED, states.POWER_SHUTDOWN),
+                         (stopped['vm_state'], stopped['power_state']))
+
+
+
+class QemuDiedWhileStartedTest(RecoveryTestCase):
+
+    def test_qemu_killed_while_started_then_complete(self):
+        server, bdm, vol = self.boot()
+        writer = self.writer(server, vol)
+        number = self.write_some(writer, 20)
+        migration = self.client.start(self.ctxt, bdm['attachment_id'])
+        self.write_some(writer, 20, number)
+        writer.flush()
+        os.kill(self.qemu_pid(server), 9)
+        self.wait_until(lambda: self.qemu_pid(server) is None,
+                        what='QEMU to die')
+        dst, attachment = self.copy_to_dst(server, bdm, vol)
+
+        self.client.complete(self.ctxt, bdm['attachment_id'],
+                             attachment['id'])
+        self.client.wait_for(self.ctxt, migration['id'], states.COMPLETED)
+        self.assert_image(dst['path'], writer)
+        self.assert_nothing_left(server, migration)
+        # The server starts again, on dst.
+        self.conductor.start_instance(self.user, server['uuid'])
+        self.wait_for_server(server['uuid'], states.VM_ACTIVE)
+        after = self.writer(server, vol)
+        self.write_some(after, 20, 100)
+        self.assert_image(dst['path'], writer, after)

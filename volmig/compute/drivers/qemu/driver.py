@@ -308,16 +308,12 @@ class QemuDriver(base.ComputeDriver):
             if self._overlay_to_merge(disk) is None:
                 self.journal.close(migration['id'])
                 return base.FinishedJob()
+            if not guest.is_running():
+                self._merge_on_disk(guest, disk, migration['id'])
+                return base.FinishedJob()
             self.journal.record(migration['id'], 'commit', action='cancel',
                                 instance_uuid=guest.uuid,
                                 volume_id=disk['volume_id'])
-            if not guest.is_running():
-                # The guest went down after start: merge on disk.
-                self._img('commit', '-q', '-f', 'qcow2',
-                          disk['overlay']['path'])
-                self.drop_overlay_file(guest, disk)
-                self.journal.close(migration['id'])
-                return base.FinishedJob()
             return self._commit(guest, disk, migration['id'])
 
     def _check_dst(self, disk, dst_path: str, migration_id: str) -> None:
@@ -352,14 +348,9 @@ class QemuDriver(base.ComputeDriver):
                 figures = self._switch_live(guest, disk, migration['id'],
                                             dst_path)
             elif disk.get('overlay'):
-                # The guest went down after a live start: merge on disk.
-                # dst is src as it stood at start, so the overlay's writes
-                # belong on top of it, whatever its header says.
-                overlay = disk['overlay']['path']
-                self._img('rebase', '-q', '-u', '-f', 'qcow2', '-b',
-                          dst_path, '-F', 'raw', overlay)
-                self._img('commit', '-q', '-f', 'qcow2', overlay)
-                self.drop_overlay_file(guest, disk)
+                # The guest went down after a live start. dst is src as it
+                # stood at start, so the overlay's writes go on top of it.
+                self._merge_on_disk(guest, disk, migration['id'], dst_path)
             disk.update(path=dst_path,
                         attachment_id=migration['dst_attachment_id'])
             guest.save()
@@ -398,6 +389,9 @@ class QemuDriver(base.ComputeDriver):
             if self._overlay_to_merge(disk) is None:
                 self.journal.close(migration['id'])
                 return base.FinishedJob()
+            if not guest.is_running():
+                self._merge_on_disk(guest, disk, migration['id'])
+                return base.FinishedJob()
             self.journal.record(migration['id'], 'commit', action='complete',
                                 instance_uuid=guest.uuid,
                                 volume_id=disk['volume_id'])
@@ -412,6 +406,31 @@ class QemuDriver(base.ComputeDriver):
                 'job-id': job.job_id, 'device': names['overlay'],
                 'base-node': names['base'], 'auto-dismiss': False})
         return job
+
+    def _merge_on_disk(self, guest, disk, migration_id: str,
+                       base_path: str | None = None) -> None:
+        """QEMU is gone: merge the overlay into ``base_path`` with qemu-img.
+
+        The base is named, not read from the overlay's header, which says
+        dst from the switch on. A journal at ``drop_overlay`` means QEMU
+        had merged the overlay and sent later writes to the base: merging
+        the stale overlay again would undo them; so the merge records no
+        step of its own. Re-running a merge that was cut short is
+        harmless: the guest is down, nothing changes.
+        """
+        base_path = base_path or disk['path']
+        overlay = disk['overlay']['path']
+        entry = self.journal.get(migration_id) or {}
+        if entry.get('step') != 'drop_overlay':
+            LOG.warning('Guest %(guest)s is down: merging overlay %(ovl)s '
+                        'into %(base)s on disk', {'guest': guest.uuid,
+                                                  'ovl': overlay,
+                                                  'base': base_path})
+            self._img('rebase', '-q', '-u', '-f', 'qcow2', '-b', base_path,
+                      '-F', 'raw', overlay)
+            self._img('commit', '-q', '-f', 'qcow2', overlay)
+        self.drop_overlay_file(guest, disk)
+        self.journal.close(migration_id)
 
     def drop_overlay_file(self, guest, disk) -> None:
         if os.path.exists(disk['overlay']['path']):

@@ -63,6 +63,13 @@ class GuestWriter:
         self.writes.append((pattern, offset, length, now, latency))
         return latency
 
+    def flush(self) -> None:
+        """Make the writes so far durable, as a guest's fsync does."""
+        # qemu-io says nothing after a good flush; "length" always answers.
+        reply = self._command('flush\nlength')
+        if not reply.endswith('iB'):
+            raise WriteFailed(reply)
+
     def close(self) -> None:
         if self._process.poll() is None:
             assert self._process.stdin  # nosec B101
