@@ -178,6 +178,11 @@ class DestinationMismatch(Invalid):
                'volume migration %(migration_id)s: %(reason)s')
 
 
+class VolumeTooLarge(Invalid):
+    msg_fmt = ('A volume of %(size_mb)d MiB does not fit pool %(pool)s, '
+               'whose file system holds %(capacity_mb)d MiB.')
+
+
 class PoolNotFound(NotFound):
     msg_fmt = 'Storage pool %(pool)s does not exist.'
 

@@ -120,8 +120,7 @@ class InstanceConductor:
 
     def build(self, ctxt, name: str, block_devices: list[dict], count: int,
               host: str | None) -> list[dict]:
-        for block_device in block_devices:
-            rules.check_block_device(block_device)
+        rules.check_block_devices(block_devices)
         # Guests have no local disks: only volumes are attached.
         block_devices = [bd for bd in block_devices
                          if bd.get('destination_type', 'volume') == 'volume']

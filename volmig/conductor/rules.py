@@ -29,6 +29,21 @@ def check_block_device(block_device: dict) -> None:
         check_attach_mode(block_device['attach_mode'])
 
 
+def check_block_devices(block_devices: list[dict]) -> None:
+    """A build request's block devices: each valid, no volume twice."""
+    seen = set()
+    for block_device in block_devices:
+        check_block_device(block_device)
+        volume_id = block_device.get('volume_id')
+        if volume_id is None:
+            continue
+        if volume_id in seen:
+            raise exception.Invalid(
+                reason='volume %s appears twice in the block device '
+                       'mapping' % volume_id)
+        seen.add(volume_id)
+
+
 def check_multi_create(count: int, volumes: Iterable[dict]) -> None:
     if count <= 1:
         return

@@ -2,6 +2,7 @@
 
 import datetime
 
+from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import enginefacade
 from oslo_utils import timeutils
 import sqlalchemy as sa
@@ -244,7 +245,12 @@ def migration_create(ctxt, values: dict) -> dict:
         migration = models.VolumeMigration(**dict({'status': states.ACCEPTED},
                                                   **values))
         session.add(migration)
-        session.flush()
+        try:
+            session.flush()
+        except db_exc.DBDuplicateEntry:
+            raise exception.MigrationInProgress(
+                what='attachment %s' % values['src_attachment_id'],
+                reason='another start of it won the race')
         return migration.to_dict()
 
 

@@ -64,6 +64,9 @@ class BlockDeviceMapping(Base):
     connection_info = sa.Column(sa.JSON)
 
 
+ACTIVE = sa.text("status NOT IN ('cancelled', 'completed', 'error')")
+
+
 class VolumeMigration(Base):
     __tablename__ = 'volume_migrations'
     __table_args__ = (
@@ -72,6 +75,10 @@ class VolumeMigration(Base):
         sa.Index('volume_migrations_volume_status_idx',
                  'volume_id', 'status'),
         sa.Index('volume_migrations_status_idx', 'status'),
+        # One migration in progress per attachment (alembic 0003).
+        sa.Index('volume_migrations_one_active_idx', 'src_attachment_id',
+                 unique=True, sqlite_where=ACTIVE,
+                 postgresql_where=ACTIVE),
     )
 
     id = sa.Column(sa.Integer, primary_key=True)

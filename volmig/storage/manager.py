@@ -27,12 +27,21 @@ class FileVolumes(records.VolumeRecords):
 
     def create_file_volume(self, ctxt, size_mb, pool, pool_dir,
                            **values) -> dict:
+        # Files are sparse, so the check is against what the pool's file
+        # system could ever hold, not what is free now.
+        stat = os.statvfs(pool_dir)
+        capacity_mb = stat.f_blocks * stat.f_frsize // (1024 * 1024)
+        if size_mb > capacity_mb:
+            raise exception.VolumeTooLarge(size_mb=size_mb, pool=pool,
+                                           capacity_mb=capacity_mb)
         volume = self.create_volume(ctxt, size_mb, pool=pool, **values)
         path = os.path.join(pool_dir, 'volume-%s' % volume['id'])
         try:
             with open(path, 'xb') as handle:
                 handle.truncate(size_mb * 1024 * 1024)
         except Exception:
+            if os.path.exists(path):
+                os.unlink(path)
             self.delete_volume(ctxt, volume['id'])
             raise
         return self.update_volume(volume['id'], path=path)
@@ -53,7 +62,7 @@ class VolumeManager:
             'pools': sorted(CONF.storage.pools)}
 
     def periodic_tasks(self):
-        return []
+        return [(CONF.report_interval, self.migrator.resume_after_restart)]
 
     def init_host(self) -> None:
         for pool_dir in CONF.storage.pools.values():

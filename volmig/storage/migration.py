@@ -3,8 +3,14 @@
 1. create dst in the new pool; 2. ``start`` each attachment, so src is
 frozen; 3. copy src to dst; 4. verify dst against src by checksum;
 5. ``complete`` each attachment onto a dst attachment; 6. dst takes the
-volume's id; 7. src is deleted. On any failure the started attachments
-are cancelled, dst is deleted, and the volume stays whole on src.
+volume's id; 7. src is deleted. On a failure before any complete, the
+started attachments are cancelled, dst is deleted, and the volume stays
+whole on src. Once a guest may be on dst, dst is never deleted: the
+migration goes forward, or waits for an operator.
+
+Each step is recorded on the volume first (``migration_dst``,
+``migration_ids``, ``migration_src_path``), so a volmig-volume that
+restarts resumes or rolls back every migration it had under way.
 """
 
 import os
@@ -23,8 +29,19 @@ from volmig.volume import base
 LOG = logging.getLogger(__name__)
 
 MIGRATING = ('starting', 'migrating')
+# The conductor ends every migration, or fails it for an operator (its
+# stall timeout), so waiting for one has no deadline of its own here.
+FOREVER = float('inf')
 # Seconds between progress records of a copy.
 PROGRESS_INTERVAL = 0.5
+
+
+def guest_may_be_on_dst(migration: dict) -> bool:
+    """Whether the complete of this migration may have switched a guest."""
+    if migration['status'] == states.ERROR:
+        return (migration['recovery_needed']
+                and migration['error_phase'] in states.COMPLETE_REQUESTED)
+    return migration['status'] in states.COMPLETE_REQUESTED
 
 
 class Migrator:
@@ -35,6 +52,7 @@ class Migrator:
         self.client = client.MigrationClient()
         self._executor = futurist.ThreadPoolExecutor(
             max_workers=conf.storage.migration_workers)
+        self._resumed = False
 
     def stop(self) -> None:
         self._executor.shutdown(wait=True)
@@ -63,7 +81,7 @@ class Migrator:
                                         'already' % (volume_id, pool))
             volume.update(migration_status='starting', migration_pool=pool,
                           migration_progress=0, migration_error=None,
-                          migration_ids=[])
+                          migration_ids=[], migration_dst=None)
             return self.volumes.present(records, volume)
 
     def begin(self, ctxt, volume_id: str, pool: str,
@@ -77,60 +95,82 @@ class Migrator:
         volume = self._claim(volume_id, pool)
         service = volmig_context.get_service_context()
         dst = None
-        started: list[dict] = []
         try:
             dst = self.volumes.create_file_volume(
                 ctxt, volume['size_mb'], pool, pool_dir,
                 name='migration of %s' % volume_id,
                 multiattach=volume['multiattach'],
                 migration_source=volume_id)
+            self.volumes.update_volume(volume_id, migration_dst=dst['id'])
             for attachment in volume['attachments']:
                 if attachment['attach_status'] == base.ATTACH_ATTACHED:
-                    started.append(self.client.start(service,
-                                                     attachment['id']))
+                    started = self.client.start(service, attachment['id'])
+                    volume = self._record_started(volume_id, started['id'])
         except Exception as exc:
-            self._abandon(service, volume_id, dst, started, exc)
+            self._abandon(service, volume_id, dst, exc)
             raise
+        volume = self.volumes.update_volume(volume_id,
+                                            migration_status='migrating')
+        LOG.info('Volume %(id)s is migrating to pool %(pool)s (%(count)d '
+                 'attachment(s) started)',
+                 {'id': volume_id, 'pool': pool,
+                  'count': len(volume['migration_ids'])})
         bandwidth = (max_bandwidth_mbps if max_bandwidth_mbps is not None
                      else self.conf.storage.max_bandwidth_mbps)
-        volume = self.volumes.update_volume(
-            volume_id, migration_status='migrating',
-            migration_ids=[migration['id'] for migration in started])
-        LOG.info('Volume %(id)s is migrating to pool %(pool)s (%(count)d '
-                 'attachment(s) started)', {'id': volume_id, 'pool': pool,
-                                             'count': len(started)})
-        self._executor.submit(self._finish, service, volume, dst, started,
+        self._executor.submit(self._finish, service, volume_id,
                               bandwidth * 1024 * 1024)
         return volume
 
-    def _finish(self, ctxt, volume, dst, started, max_bytes_per_second):
-        """Steps 3 to 7."""
-        volume_id = volume['id']
-        completed: list[dict] = []
+    def _record_started(self, volume_id: str, migration_id: str) -> dict:
+        with self.volumes.records() as records:
+            volume = self.volumes.volume(records, volume_id)
+            volume['migration_ids'] = volume['migration_ids'] + [
+                migration_id]
+            return self.volumes.present(records, volume)
+
+    def _migrations(self, ctxt, volume: dict) -> list[dict]:
+        return [self.client.get(ctxt, migration_id)
+                for migration_id in volume['migration_ids']]
+
+    def _finish(self, ctxt, volume_id: str, max_bytes_per_second: int,
+                copied: bool = False) -> None:
+        """Steps 3 to 7; with ``copied``, from step 5."""
+        volume = self.volumes.get_volume(ctxt, volume_id)
+        dst = self.volumes.get_volume(ctxt, volume['migration_dst'])
         try:
-            self._copy(volume, dst, max_bytes_per_second)
-            for migration in started:
-                attachment = self.volumes.attachment_create(
-                    ctxt, dst['id'], migration['instance_uuid'],
-                    self._mode(volume, migration))
-                self.client.complete(ctxt, migration['src_attachment_id'],
-                                     attachment['id'])
-                completed.append(migration)
+            if not copied:
+                self._copy(volume, dst, max_bytes_per_second)
+            for migration in self._migrations(ctxt, volume):
+                if migration['status'] == states.STARTED:
+                    attachment = self._dst_attachment(ctxt, volume, dst,
+                                                      migration)
+                    self.client.complete(ctxt,
+                                         migration['src_attachment_id'],
+                                         attachment['id'], wait=False)
+            migrations = [self.client.wait_for(
+                ctxt, migration['id'], client.SRC_RELEASED_OR_LATER,
+                timeout=FOREVER) for migration in self._migrations(
+                    ctxt, volume)]
         except Exception as exc:
             LOG.exception('Migration of volume %s failed', volume_id)
-            self._abandon(ctxt, volume_id, dst, [
-                m for m in started if m not in completed], exc)
+            self._abandon(ctxt, volume_id, dst, exc)
             return
-        src_path = self._adopt(volume_id, dst, started)
-        os.unlink(src_path)
+        self._adopt(volume_id, dst, {migration['src_attachment_id']
+                                     for migration in migrations})
+        self._drop_src(volume_id)
         LOG.info('Volume %s now lives in pool %s', volume_id, dst['pool'])
 
-    @staticmethod
-    def _mode(volume, migration) -> str:
-        for attachment in volume['attachments']:
-            if attachment['id'] == migration['src_attachment_id']:
-                return attachment['attach_mode']
-        return 'rw'
+    def _dst_attachment(self, ctxt, volume, dst, migration) -> dict:
+        """dst's attachment for the migration's server, made once."""
+        for attachment in dst['attachments']:
+            if attachment['instance_uuid'] == migration['instance_uuid']:
+                return attachment
+        mode = next((attachment['attach_mode']
+                     for attachment in volume['attachments']
+                     if attachment['id'] == migration['src_attachment_id']),
+                    'rw')
+        return self.volumes.attachment_create(
+            ctxt, dst['id'], migration['instance_uuid'], mode)
 
     def _copy(self, volume, dst, max_bytes_per_second) -> None:
         chunk = self.conf.storage.copy_chunk_kb * 1024
@@ -160,41 +200,132 @@ class Migrator:
         LOG.info('Copy of volume %s verified: sha256 %s', volume['id'],
                  src_sum)
 
-    def _adopt(self, volume_id: str, dst: dict, started: list) -> str:
-        """dst carries the volume's id from now on; returns src's path."""
+    def _adopt(self, volume_id: str, dst: dict,
+               src_attachment_ids: set) -> None:
+        """dst carries the volume's id from now on; src is to be deleted."""
         with self.volumes.records() as records:
             volume = records['volumes'][volume_id]
             target = records['volumes'].pop(dst['id'])
-            src_path = volume['path']
-            volume.update(path=target['path'], pool=target['pool'],
+            volume.update(migration_src_path=volume['path'],
+                          path=target['path'], pool=target['pool'],
                           migration_status='success',
-                          migration_progress=100.0)
+                          migration_progress=100.0, migration_dst=None)
+            for attachment_id in src_attachment_ids:
+                records['attachments'].pop(attachment_id, None)
             for attachment in records['attachments'].values():
                 if attachment['volume_id'] == dst['id']:
                     attachment['volume_id'] = volume_id
-            for migration in started:
-                records['attachments'].pop(migration['src_attachment_id'],
-                                           None)
-        return src_path
 
-    def _abandon(self, ctxt, volume_id, dst, started, reason) -> None:
-        """Cancel what started and drop dst; the volume stays on src."""
-        for migration in started:
+    def _drop_src(self, volume_id: str) -> None:
+        volume = self.volumes.get_volume(None, volume_id)
+        src_path = volume.get('migration_src_path')
+        if src_path and os.path.exists(src_path):
+            os.unlink(src_path)
+        self.volumes.update_volume(volume_id, migration_src_path=None)
+
+    def _abandon(self, ctxt, volume_id, dst, reason) -> None:
+        """Cancel what started and drop dst; the volume stays on src.
+
+        Unless a guest may be on dst: then both volumes stay, and the
+        volume's error says which migration an operator must recover.
+        """
+        current = set(self.volumes.get_volume(ctxt,
+                                              volume_id)['migration_ids'])
+        in_progress = [
+            migration for migration in self.client.list(
+                ctxt, volume_id=volume_id)
+            if migration['status'] not in states.TERMINAL
+            or migration['id'] in current]
+        on_dst = [m['id'] for m in in_progress if guest_may_be_on_dst(m)]
+        if on_dst:
+            LOG.error('Migration of volume %s failed after a guest may have '
+                      'switched to dst; keeping src and dst', volume_id)
+            self.volumes.update_volume(
+                volume_id, migration_status='error',
+                migration_error='%s; a guest may be on dst %s: recover '
+                'migration %s (volmig-manage migration recover), then '
+                'retry' % (exception.safe_message(reason),
+                           dst['id'] if dst else None, ', '.join(on_dst)))
+            return
+        for migration in in_progress:
+            if migration['status'] in states.TERMINAL:
+                continue
             try:
-                self.client.cancel(ctxt, migration['src_attachment_id'])
+                if migration['status'] == states.STARTED:
+                    self.client.cancel(ctxt, migration['src_attachment_id'])
                 self.client.wait_for(ctxt, migration['id'],
                                      {states.CANCELLED, states.ERROR})
             except Exception:
                 LOG.exception('Could not cancel volume migration %s',
                               migration['id'])
         if dst is not None:
-            with self.volumes.records() as records:
-                records['volumes'].pop(dst['id'], None)
-                for attachment_id, attachment in list(
-                        records['attachments'].items()):
-                    if attachment['volume_id'] == dst['id']:
-                        del records['attachments'][attachment_id]
-            if os.path.exists(dst['path']):
-                os.unlink(dst['path'])
-        self.volumes.update_volume(volume_id, migration_status='error',
-                                   migration_error=exception.safe_message(reason))
+            self._drop_dst(dst)
+        self.volumes.update_volume(
+            volume_id, migration_status='error', migration_dst=None,
+            migration_error=exception.safe_message(reason))
+
+    def _drop_dst(self, dst: dict) -> None:
+        with self.volumes.records() as records:
+            records['volumes'].pop(dst['id'], None)
+            for attachment_id, attachment in list(
+                    records['attachments'].items()):
+                if attachment['volume_id'] == dst['id']:
+                    del records['attachments'][attachment_id]
+        if os.path.exists(dst['path']):
+            os.unlink(dst['path'])
+
+    # After a restart of volmig-volume.
+
+    def resume_after_restart(self) -> None:
+        """Once, as soon as volmig-api answers: resume or roll back every
+        migration a previous volmig-volume left under way."""
+        if self._resumed:
+            return
+        ctxt = volmig_context.get_service_context()
+        with self.volumes.records(write=False) as records:
+            volumes = [dict(volume) for volume in records['volumes'].values()
+                       if volume.get('migration_status') in MIGRATING
+                       or volume.get('migration_src_path')]
+        # Raises while volmig-api is not up; the next run tries again.
+        self.client.list(ctxt, status=states.ACCEPTED)
+        self._resumed = True
+        for volume in volumes:
+            try:
+                self._resume(ctxt, volume)
+            except Exception:
+                LOG.exception('Could not resume the migration of volume %s',
+                              volume['id'])
+
+    def _resume(self, ctxt, volume: dict) -> None:
+        volume_id = volume['id']
+        if volume.get('migration_status') == 'success':
+            self._drop_src(volume_id)
+            return
+        dst = (self.volumes.get_volume(ctxt, volume['migration_dst'])
+               if volume.get('migration_dst') else None)
+        if volume['migration_status'] == 'starting' or dst is None:
+            LOG.warning('Volume %s: volmig-volume restarted while starting '
+                        'its migration; rolling back', volume_id)
+            self._abandon(ctxt, volume_id, dst, exception.MigrationFailed(
+                migration_id=', '.join(volume['migration_ids']) or '-',
+                reason='volmig-volume restarted while starting it'))
+            return
+        migrations = self._migrations(ctxt, volume)
+        if any(guest_may_be_on_dst(m) for m in migrations):
+            LOG.warning('Volume %s: resuming its migration at complete',
+                        volume_id)
+            self._executor.submit(self._finish, ctxt, volume_id, 0, True)
+        elif all(m['status'] == states.STARTED for m in migrations):
+            LOG.warning('Volume %s: copying it again from the start',
+                        volume_id)
+            # The copy skips zeros, so dst must read as zeros again.
+            with open(dst['path'], 'r+b') as dst_file:
+                dst_file.truncate(0)
+                dst_file.truncate(volume['size_mb'] * 1024 * 1024)
+            self._executor.submit(
+                self._finish, ctxt, volume_id,
+                self.conf.storage.max_bandwidth_mbps * 1024 * 1024)
+        else:
+            self._abandon(ctxt, volume_id, dst, exception.MigrationFailed(
+                migration_id=', '.join(volume['migration_ids']),
+                reason='it ended while volmig-volume was down'))

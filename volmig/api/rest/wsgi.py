@@ -98,14 +98,23 @@ class Resource:
     def _body(req: Request):
         if req.method not in ('POST', 'PUT'):
             return None
-        if not req.body:
+        try:
+            raw = req.body
+        except (ValueError, OSError) as exc:
+            # A malformed chunked encoding, or a client that hung up.
+            raise exception.Invalid(reason='the request body could not be '
+                                    'read: %s' % exc)
+        if not raw:
             raise exception.Invalid(reason='the request has no body')
         if req.content_type not in ('application/json', ''):
             raise UnsupportedMediaType(content_type=req.content_type)
         try:
-            return jsonutils.loads(req.body)
+            return jsonutils.loads(raw)
         except ValueError as exc:
             raise exception.Invalid(reason='malformed JSON body: %s' % exc)
+        except RecursionError:
+            raise exception.Invalid(reason='the JSON body is nested too '
+                                    'deeply')
 
 
 class UnsupportedMediaType(exception.VolmigException):

@@ -47,7 +47,7 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
         super().setUp()
         self.conf_fixture = self.useFixture(volmig_fixtures.ConfFixture())
         self.state_path = self.conf_fixture.state_path
-        vhost = self.useFixture(cluster.VhostFixture())
+        self.vhost = vhost = self.useFixture(cluster.VhostFixture())
         self.conf_fixture.conf(transport_url=vhost.url)
         self.useFixture(volmig_fixtures.DatabaseFixture())
         self.useFixture(volmig_fixtures.RPCFixture())

@@ -32,10 +32,24 @@ class VhostFixture(fixtures.Fixture):
                   '.*')
         self.url = 'rabbit://guest:guest@%s:%d/%s' % (RABBIT + (self.name,))
 
+    def close_connections(self) -> int:
+        """Close every client connection to this vhost, as a network
+        fault or a broker failover would; returns how many."""
+        listing = self._ctl('list_connections', '--no-table-headers',
+                            'pid', 'vhost')
+        count = 0
+        for line in listing.splitlines():
+            pid, _, vhost = line.strip().partition('\t')
+            if vhost == self.name:
+                self._ctl('close_connection', pid, 'closed by a volmig test')
+                count += 1
+        return count
+
     @staticmethod
-    def _ctl(*args):
-        subprocess.run(['rabbitmqctl', '-q', *args], check=True,
-                       capture_output=True, timeout=60)
+    def _ctl(*args) -> str:
+        return subprocess.run(['rabbitmqctl', '-q', *args], check=True,
+                              capture_output=True, timeout=60,
+                              text=True).stdout
 
 
 class ServiceProcess(fixtures.Fixture):

@@ -10,8 +10,10 @@ or task state is left behind.
 """
 
 import os
+import signal
 import sys
 
+import oslo_messaging as messaging
 import testscenarios
 
 from volmig import exception
@@ -232,3 +234,84 @@ class QemuDiedWhileStartedTest(RecoveryTestCase):
         after = self.writer(server, vol)
         self.write_some(after, 20, 100)
         self.assert_image(dst['path'], writer, after)
+
+
+class OtherServicesCrashTest(RecoveryTestCase):
+    """The other services die mid-migration; the guest never notices."""
+
+    def test_volume_service_killed_mid_copy(self):
+        server, bdm, vol = self.boot()
+        writer = self.writer(server, vol)
+        number = self.write_some(writer, 20)
+        # 16 MiB at 2 MiB/s: the copy is under way for seconds.
+        self.volumes.migrate_volume(self.admin, vol['id'], 'pool-b',
+                                    max_bandwidth_mbps=2)
+        self.wait_until(lambda: self.volumes.get_volume(
+            self.admin, vol['id'])['migration_progress'] > 0,
+            what='the copy to begin')
+        number = self.write_some(writer, 20, number)
+
+        self.cluster.restart('volume', sig=signal.SIGKILL)
+        number = self.write_some(writer, 20, number)
+        moved = self.wait_for_volume(vol['id'], {'success', 'error'})
+        self.assertEqual('success', moved['migration_status'],
+                         moved.get('migration_error'))
+        self.write_some(writer, 20, number)
+
+        [migration_id] = moved['migration_ids']
+        self.client.wait_for(self.ctxt, migration_id, states.COMPLETED)
+        self.assertEqual('pool-b', moved['pool'])
+        self.assertFalse(os.path.exists(vol['path']))
+        # No orphan: pool-b holds the volume and nothing else.
+        self.assertEqual([os.path.basename(moved['path'])],
+                         os.listdir(os.path.dirname(moved['path'])))
+        self.assert_image(moved['path'], writer)
+        self.assert_nothing_left(server, {'id': migration_id})
+
+    def test_conductor_killed_during_complete(self):
+        server, bdm, vol = self.boot()
+        writer = self.writer(server, vol)
+        number = self.write_some(writer, 20)
+        migration = self.client.start(self.ctxt, bdm['attachment_id'])
+        number = self.write_some(writer, 20, number)
+        dst, attachment = self.copy_to_dst(server, bdm, vol)
+
+        self.client.complete(self.ctxt, bdm['attachment_id'],
+                             attachment['id'], wait=False)
+        self.cluster.restart('conductor', sig=signal.SIGKILL)
+        number = self.write_some(writer, 20, number)
+        self.client.wait_for(self.ctxt, migration['id'], states.COMPLETED,
+                             timeout=120)
+        self.write_some(writer, 20, number)
+
+        self.assert_image(dst['path'], writer)
+        self.assert_nothing_left(server, migration)
+
+    def test_every_broker_connection_closed_mid_migration(self):
+        server, bdm, vol = self.boot()
+        writer = self.writer(server, vol)
+        number = self.write_some(writer, 20)
+        migration = self.client.start(self.ctxt, bdm['attachment_id'])
+        number = self.write_some(writer, 20, number)
+
+        closed = self.vhost.close_connections()
+        self.assertGreater(closed, 0)
+        number = self.write_some(writer, 20, number)
+        dst, attachment = self.copy_to_dst(server, bdm, vol)
+        # The services reconnect; this call may need the retry a caller
+        # makes after a timeout.
+        self.wait_until(lambda: self._complete(bdm, attachment),
+                        timeout=120, what='complete to be accepted')
+        self.client.wait_for(self.ctxt, migration['id'], states.COMPLETED,
+                             timeout=120)
+        self.write_some(writer, 20, number)
+
+        self.assert_image(dst['path'], writer)
+        self.assert_nothing_left(server, migration)
+
+    def _complete(self, bdm, attachment):
+        try:
+            return self.client.complete(self.ctxt, bdm['attachment_id'],
+                                        attachment['id'], wait=False)
+        except messaging.MessagingTimeout:
+            return None

@@ -6,8 +6,10 @@ OpenStack client (openstacksdk) against the Nova-shaped API.
 
 import json
 import os
+import socket
 import subprocess  # nosec B404
 import sys
+from urllib import parse
 
 import openstack
 import requests
@@ -183,3 +185,30 @@ class CLITest(RESTTestCase):
         self.assertNotEqual(0, result.returncode)
         self.assertIn("400 Invalid input for server_id: 'not-a-uuid' is "
                       "not a UUID", result.stderr)
+
+
+class MalformedRequestTest(RESTTestCase):
+
+    COMPUTES = 1
+    COMPUTE_OPTIONS: dict = {}
+
+    def test_malformed_chunked_body_is_a_400(self):
+        url = parse.urlsplit(self.endpoint)
+        request = (b'POST /v2.1/os-volumes HTTP/1.1\r\n'
+                   b'Host: 127.0.0.1\r\n'
+                   b'X-Auth-Token: admin:admin\r\n'
+                   b'Content-Type: application/json\r\n'
+                   b'Transfer-Encoding: chunked\r\n'
+                   b'Connection: close\r\n\r\n'
+                   b'zz\r\n{"volume": \r\n0\r\n\r\n')
+        with socket.create_connection((url.hostname, url.port),
+                                      timeout=30) as connection:
+            connection.sendall(request)
+            reply = b''
+            while chunk := connection.recv(65536):
+                reply += chunk
+        status_line, _, rest = reply.partition(b'\r\n')
+        self.assertIn(b' 400 ', status_line, reply)
+        self.assertNotIn(b'Traceback', rest)
+        code, body = self.rest('GET', '/os-volumes', token='admin:admin')
+        self.assertEqual((200, []), (code, body['volumes']))

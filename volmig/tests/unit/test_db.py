@@ -83,6 +83,21 @@ class InstanceTaskStateTest(DatabaseTestCase):
         self.assertEqual(states.ACCEPTED,
                          db.migration_get(self.ctxt, 'm-1')['status'])
 
+    def test_one_migration_in_progress_per_attachment(self):
+        values = {'instance_uuid': 'i-1', 'volume_id': 'v',
+                  'src_attachment_id': 'a', 'host': 'h', 'mode': 'live'}
+        db.migration_create(self.ctxt, dict(values, uuid='m-1'))
+        # Past the conductor's checks, as a second conductor could be.
+        exc = self.assertRaises(exception.MigrationInProgress,
+                                db.migration_create, self.ctxt,
+                                dict(values, uuid='m-2'))
+        self.assertIn('attachment a', str(exc))
+        # Once it has ended, the attachment may be migrated again.
+        db.migration_update(self.ctxt, 'm-1', {'status': states.ERROR})
+        db.migration_create(self.ctxt, dict(values, uuid='m-3'))
+        self.assertEqual(['m-1', 'm-3'], [m['id'] for m in
+                                          db.migration_get_all(self.ctxt)])
+
     def test_unknown_records(self):
         self.assertRaises(exception.InstanceNotFound, db.instance_get,
                           self.ctxt, 'nope')

@@ -24,6 +24,9 @@ def nbd_socket(compute_state_path: str, instance_uuid: str) -> str:
                         'nbd.sock')
 
 
+_PROMPT = 'qemu-io> '
+
+
 class WriteFailed(IOError):
     pass
 
@@ -37,6 +40,8 @@ class GuestWriter:
             [qemu_io, '-f', 'raw', uri], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             bufsize=1)
+        # Whether the prompt printed after the last command is unread.
+        self._prompt_unread = True
         # (pattern, offset, length, completed at, latency in ms)
         self.writes: list[tuple[int, int, int, float, float]] = []
 
@@ -47,7 +52,7 @@ class GuestWriter:
         reply = self._process.stdout.readline()
         if not reply:
             raise WriteFailed('qemu-io exited: %s' % line)
-        return reply.replace('qemu-io> ', '').strip()
+        return reply.replace(_PROMPT, '').strip()
 
     def write(self, pattern: int, offset: int, length: int) -> float:
         """Write ``length`` bytes of ``pattern``; returns the latency, ms."""
@@ -58,6 +63,7 @@ class GuestWriter:
             raise WriteFailed(reply)
         # The statistics line that follows each write.
         self._process.stdout.readline()  # type: ignore[union-attr]
+        self._prompt_unread = True
         now = time.perf_counter()
         latency = (now - began) * 1000
         self.writes.append((pattern, offset, length, now, latency))
@@ -65,10 +71,16 @@ class GuestWriter:
 
     def flush(self) -> None:
         """Make the writes so far durable, as a guest's fsync does."""
-        # qemu-io says nothing after a good flush; "length" always answers.
-        reply = self._command('flush\nlength')
-        if not reply.endswith('iB'):
-            raise WriteFailed(reply)
+        assert self._process.stdin and self._process.stdout  # nosec B101
+        self._process.stdin.write('flush\n')
+        self._process.stdin.flush()
+        # A good flush prints nothing but the next prompt (after the one
+        # a write leaves unread); anything else is its error.
+        prompts = _PROMPT * (2 if self._prompt_unread else 1)
+        reply = self._process.stdout.read(len(prompts))
+        self._prompt_unread = False
+        if reply != prompts:
+            raise WriteFailed('flush: %s' % reply)
 
     def close(self) -> None:
         if self._process.poll() is None:

@@ -1,0 +1,90 @@
+"""Requests racing for one migration: the database picks one winner."""
+
+import threading
+
+from volmig import exception
+from volmig import states
+from volmig.tests.functional import base
+
+
+def race(*calls):
+    """Run the calls at once; returns each one's result or exception."""
+    results: list = [None] * len(calls)
+    barrier = threading.Barrier(len(calls))
+
+    def run(index, call):
+        barrier.wait()
+        try:
+            results[index] = call()
+        except Exception as exc:
+            results[index] = exc
+
+    threads = [threading.Thread(target=run, args=(index, call))
+               for index, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+class MigrationRaceTest(base.ServicesTestCase):
+
+    def test_two_starts_of_one_attachment_make_one_migration(self):
+        server, bdm = self.create_server()
+        results = race(*[lambda: self.client.start(
+            self.ctxt, bdm['attachment_id'])] * 4)
+
+        [migration] = self.client.list(self.ctxt,
+                                       instance_uuid=server['uuid'])
+        for result in results:
+            if isinstance(result, Exception):
+                # Lost to the winner while it was starting.
+                self.assertIsInstance(result, exception.MigrationInProgress)
+            else:
+                self.assertEqual(migration['id'], result['id'])
+        self.assertIn(migration['id'], [r['id'] for r in results
+                                        if isinstance(r, dict)])
+        self.assertEqual(states.STARTED, migration['status'])
+
+    def test_complete_racing_cancel(self):
+        server, bdm = self.create_server()
+        migration = self.client.start(self.ctxt, bdm['attachment_id'])
+        dst = self.dst_attachment(server, bdm)
+        complete, cancel = race(
+            lambda: self.client.complete(self.ctxt, bdm['attachment_id'],
+                                         dst['id'], wait=False),
+            lambda: self.client.cancel(self.ctxt, bdm['attachment_id']))
+
+        won = [r for r in (complete, cancel) if isinstance(r, dict)]
+        lost = [r for r in (complete, cancel) if isinstance(r, Exception)]
+        self.assertEqual(1, len(won), (complete, cancel))
+        self.assertIsInstance(lost[0], exception.InvalidMigrationState)
+        final = (states.COMPLETED if won[0] is complete
+                 else states.CANCELLED)
+        self.client.wait_for(self.ctxt, migration['id'], final)
+        server = self.conductor.instance_get(self.admin, server['uuid'])
+        expected = (dst['id'] if final == states.COMPLETED
+                    else bdm['attachment_id'])
+        self.assertEqual(expected,
+                         server['block_devices'][0]['attachment_id'])
+        self.assertIsNone(server['task_state'])
+
+    def test_detach_and_delete_during_complete_are_refused(self):
+        server, bdm = self.create_server()
+        migration = self.client.start(self.ctxt, bdm['attachment_id'])
+        dst = self.dst_attachment(server, bdm)
+        complete, detach, delete = race(
+            lambda: self.client.complete(self.ctxt, bdm['attachment_id'],
+                                         dst['id'], wait=False),
+            lambda: self.conductor.detach_volume(self.user, server['uuid'],
+                                                 bdm['volume_id']),
+            lambda: self.conductor.delete_instance(self.user,
+                                                   server['uuid']))
+        self.assertIsInstance(complete, dict)
+        for refused in (detach, delete):
+            self.assertIsInstance(refused, exception.InstanceInvalidState)
+        self.client.wait_for(self.ctxt, migration['id'], states.COMPLETED)
+        server = self.conductor.instance_get(self.admin, server['uuid'])
+        self.assertEqual([dst['id']], [b['attachment_id']
+                                       for b in server['block_devices']])
