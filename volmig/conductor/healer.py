@@ -26,7 +26,7 @@ LOG = logging.getLogger(__name__)
 # through their own records instead.
 _AGENT_TASKS = (states.TASK_POWERING_OFF, states.TASK_POWERING_ON,
                 states.TASK_DELETING, states.TASK_ATTACHING,
-                states.TASK_DETACHING, states.TASK_SWAPPING)
+                states.TASK_DETACHING)
 
 
 def recovery_needed(migration: dict) -> bool:
@@ -51,6 +51,7 @@ class Healer:
         self._reconcile_silent_migrations(ctxt, down)
         self._fail_unclaimed_migrations(ctxt)
         self._clear_stuck_tasks(ctxt, down)
+        self._retry_lost_tasks(ctxt, down)
 
     def _reconcile_silent_migrations(self, ctxt, down: dict) -> None:
         stall = CONF.conductor.migration_stall_timeout
@@ -110,3 +111,34 @@ class Healer:
                                 {'uuid': instance['uuid'], 'host': host,
                                  'values': values})
                     db.instance_update(ctxt, instance['uuid'], values)
+
+    def _retry_lost_tasks(self, ctxt, down: dict) -> None:
+        """Tasks on live hosts whose cast was lost (a broker restart).
+
+        A delete is sent again: terminating is idempotent. A power change
+        is cleared; the server shows its last known power state.
+        """
+        age = datetime.timedelta(seconds=CONF.conductor.task_timeout)
+        for instance in db.instances_in_task_older_than(ctxt, _AGENT_TASKS,
+                                                        age):
+            if instance['host'] in down:
+                continue
+            LOG.warning('Server %(uuid)s has been %(task)s for over %(age)d '
+                        's; its request was lost, %(what)s',
+                        {'uuid': instance['uuid'],
+                         'task': instance['task_state'],
+                         'age': CONF.conductor.task_timeout,
+                         'what': 'sending it again'
+                         if instance['task_state'] == states.TASK_DELETING
+                         else 'clearing it'})
+            if instance['task_state'] == states.TASK_DELETING:
+                # The same task again: this also restarts its clock.
+                db.instance_update(ctxt, instance['uuid'],
+                                   {'task_state': states.TASK_DELETING})
+                self.compute_api.terminate_instance(ctxt, instance['host'],
+                                                    instance)
+            else:
+                db.instance_update(ctxt, instance['uuid'],
+                                   {'task_state': None},
+                                   expected_task_state=instance[
+                                       'task_state'])

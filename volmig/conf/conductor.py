@@ -19,6 +19,12 @@ conductor_opts = [
                     'it, or when the agent is down, the migration is failed '
                     'with recovery_needed, and the agent finishes the '
                     'recovery when it comes back.'),
+    cfg.IntOpt('task_timeout', default=300, min=1,
+               help='Seconds a server may stay in a task (deleting, '
+                    'powering-off, powering-on, attaching or detaching) on '
+                    'a live compute agent before the request is taken as '
+                    'lost: a delete is sent again, other tasks are '
+                    'cleared.'),
 ]
 
 

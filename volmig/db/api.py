@@ -162,6 +162,17 @@ def instance_update(ctxt, uuid: str, values: dict,
         return session.scalars(_instance_query(uuid)).one().to_dict()
 
 
+def instances_in_task_older_than(ctxt, task_states,
+                                 age: datetime.timedelta) -> list[dict]:
+    with _CONTEXT.reader.using(ctxt) as session:
+        cutoff = timeutils.utcnow() - age
+        return _dicts(session.scalars(sa.select(models.Instance).where(
+            models.Instance.deleted_at.is_(None),
+            models.Instance.task_state.in_(list(task_states)),
+            sa.func.coalesce(models.Instance.updated_at,
+                             models.Instance.created_at) < cutoff)))
+
+
 def instance_destroy(ctxt, uuid: str) -> None:
     with _CONTEXT.writer.using(ctxt) as session:
         session.execute(sa.delete(models.BlockDeviceMapping).filter_by(

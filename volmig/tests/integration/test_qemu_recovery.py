@@ -49,6 +49,17 @@ class RecoveryTestCase(data_path.QemuTestCase):
         self.cluster.restart('compute-1')
         return self.write_some(writer, 20, number)
 
+    def complete_retrying(self, bdm, attachment) -> dict:
+        """Complete, as a caller retries a call lost to a broker fault."""
+        def complete():
+            try:
+                return self.client.complete(self.ctxt, bdm['attachment_id'],
+                                            attachment['id'], wait=False)
+            except messaging.MessagingTimeout:
+                return None
+        return self.wait_until(complete, timeout=120,
+                               what='complete to be accepted')
+
     def assert_nothing_left(self, server, migration) -> None:
         self.assertEqual([], self.overlays(server))
         jobs = os.path.join(self.state_path, 'compute', 'jobs')
@@ -300,18 +311,10 @@ class OtherServicesCrashTest(RecoveryTestCase):
         dst, attachment = self.copy_to_dst(server, bdm, vol)
         # The services reconnect; this call may need the retry a caller
         # makes after a timeout.
-        self.wait_until(lambda: self._complete(bdm, attachment),
-                        timeout=120, what='complete to be accepted')
+        self.complete_retrying(bdm, attachment)
         self.client.wait_for(self.ctxt, migration['id'], states.COMPLETED,
                              timeout=120)
         self.write_some(writer, 20, number)
 
         self.assert_image(dst['path'], writer)
         self.assert_nothing_left(server, migration)
-
-    def _complete(self, bdm, attachment):
-        try:
-            return self.client.complete(self.ctxt, bdm['attachment_id'],
-                                        attachment['id'], wait=False)
-        except messaging.MessagingTimeout:
-            return None
