@@ -87,6 +87,9 @@ class ComputeManager:
         self._reconciled = True
         for item in work:
             self._reconcile_safely(ctxt, **item)
+        for entry in self.driver.swaps_to_recover():
+            with lockutils.lock('instance-%s' % entry['instance_uuid']):
+                self._recover_swap(ctxt, entry)
 
     def cleanup_host(self) -> None:
         self.jobs.stop()
@@ -167,26 +170,49 @@ class ComputeManager:
             new_volume_id=new_bdm['volume_id'],
             attach_mode=old_bdm['attach_mode'])
         self.notifier.notify(ctxt, 'instance.volume_swap', 'start', data)
+        try:
+            job = self.driver.swap_volume(instance, old_bdm, new_bdm)
+        except Exception as exc:
+            LOG.exception('Volume swap failed', instance=instance)
+            self._swap_failed(ctxt, instance, new_bdm, data, exc)
+            raise exception.DriverError(action='swap a volume', reason=exc)
+        self._track_swap(ctxt, instance, old_bdm, new_bdm, data, job)
 
-        def failed(exc):
-            self.notifier.notify(ctxt, 'instance.volume_swap', 'error', data,
-                                 exc)
-            self.conductor.swap_failed(ctxt, instance['uuid'], new_bdm)
+    def _swap_failed(self, ctxt, instance, new_bdm, data, exc):
+        self.notifier.notify(ctxt, 'instance.volume_swap', 'error', data, exc)
+        self.conductor.swap_failed(ctxt, instance['uuid'], new_bdm)
 
+    def _track_swap(self, ctxt, instance, old_bdm, new_bdm, data, job):
+        """Report how the swap's job ends."""
         def report(progress):
             if progress.finished:
                 self.conductor.volume_swapped(ctxt, instance['uuid'],
                                               old_bdm, new_bdm)
                 self.notifier.notify(ctxt, 'instance.volume_swap', 'end',
                                      data)
-        try:
-            job = self.driver.swap_volume(instance, old_bdm, new_bdm)
-        except Exception as exc:
-            LOG.exception('Volume swap failed', instance=instance)
-            failed(exc)
-            raise exception.DriverError(action='swap a volume', reason=exc)
         self.jobs.submit('swap-%s' % new_bdm['attachment_id'], job, report,
-                         failed)
+                         lambda exc: self._swap_failed(ctxt, instance,
+                                                       new_bdm, data, exc))
+
+    def _recover_swap(self, ctxt, entry) -> None:
+        old_bdm, new_bdm = entry['old_bdm'], entry['new_bdm']
+        instance = {'uuid': entry['instance_uuid'], 'host': self.host}
+        data = notifications.instance_data(
+            instance, old_volume_id=old_bdm['volume_id'],
+            new_volume_id=new_bdm['volume_id'],
+            attach_mode=old_bdm['attach_mode'])
+        LOG.warning('Reconciling the swap of volume %(old)s for %(new)s',
+                    {'old': old_bdm['volume_id'],
+                     'new': new_bdm['volume_id']},
+                    instance_uuid=instance['uuid'])
+        try:
+            job = self.driver.swap_recover(entry)
+        except Exception as exc:
+            LOG.warning('The swap did not happen: %s', exc,
+                        instance_uuid=instance['uuid'])
+            self._swap_failed(ctxt, instance, new_bdm, data, exc)
+            return
+        self._track_swap(ctxt, instance, old_bdm, new_bdm, data, job)
 
     # Volume migrations.
 

@@ -59,6 +59,15 @@ class ComputeDriver(abc.ABC):
     def stop_guests(self) -> None:  # noqa: B027 -- optional hook
         """Shut every guest off (the embedded default exits with them)."""
 
+    def swaps_to_recover(self) -> list[dict]:
+        """Swaps a previous agent left under way: ``{instance_uuid,
+        old_bdm, new_bdm}`` each. Drivers without a journal have none."""
+        return []
+
+    def swap_recover(self, entry: dict) -> 'Job':
+        """A job that finishes one of them; raises if it failed."""
+        raise NotImplementedError()
+
     @abc.abstractmethod
     def spawn(self, instance: dict, block_devices: list[dict]) -> None:
         """Create and start a guest with its volumes."""

@@ -318,3 +318,41 @@ class OtherServicesCrashTest(RecoveryTestCase):
 
         self.assert_image(dst['path'], writer)
         self.assert_nothing_left(server, migration)
+
+
+class SwapCrashTest(RecoveryTestCase):
+    """The legacy swap, its agent killed at each step it journals."""
+
+    scenarios = [
+        # (step, the volume the guest ends on)
+        ('mirror', {'step': 'mirror', 'swapped': False}),
+        ('pivot', {'step': 'pivot', 'swapped': True}),
+        ('release_old', {'step': 'release_old', 'swapped': True}),
+    ]
+
+    def test_agent_killed_during_swap(self):
+        self.crash_agent_at('swap:%s' % self.step)
+        server, bdm, vol = self.boot()
+        writer = self.writer(server, vol)
+        number = self.write_some(writer, 40)
+        new = self.volumes.create_volume(self.admin, data_path.SIZE_MB,
+                                         pool='pool-b')
+
+        self.conductor.swap_volume(self.admin, server['uuid'], vol['id'],
+                                   new['id'])
+        number = self.agent_died_and_restarted(writer, number)
+        self.wait_for_server(server['uuid'], states.VM_ACTIVE)
+        self.write_some(writer, 20, number)
+
+        [after] = self.conductor.instance_get(
+            self.admin, server['uuid'])['block_devices']
+        kept, dropped = (new, vol) if self.swapped else (vol, new)
+        self.assertEqual(kept['id'], after['volume_id'])
+        self.assert_image(kept['path'], writer)
+        self.assertEqual([], self.volumes.get_volume(
+            self.admin, dropped['id'])['attachments'])
+        self.assertEqual(['attached'], [
+            a['attach_status'] for a in self.volumes.get_volume(
+                self.admin, kept['id'])['attachments']])
+        jobs = os.path.join(self.state_path, 'compute', 'jobs')
+        self.assertEqual([], os.listdir(jobs))

@@ -10,6 +10,11 @@ if typing.TYPE_CHECKING:
     from volmig.compute.drivers.qemu import driver as driver_mod
 
 
+def swap_key(new_bdm: dict) -> str:
+    """The journal's name for a swap: it has no migration of its own."""
+    return 'swap-%s' % new_bdm['attachment_id']
+
+
 def commit_job_id(migration_id: str) -> str:
     return 'commit-%s' % migration_id
 
@@ -85,7 +90,9 @@ class MirrorJob(base.Job):
                     action='mirror the volume',
                     reason='QEMU has no job %s' % self.job_id)
             done, total = job['current-progress'], job['total-progress']
+            key = swap_key(self._new_bdm)
             if job['status'] == 'ready':
+                self._driver.journal.record(key, 'pivot')
                 # The pivot: the device and its export move to the copy.
                 self.pauses['pivot'] = guest.timed('job-complete',
                                                    id=self.job_id)
@@ -93,11 +100,14 @@ class MirrorJob(base.Job):
                 guest.execute('job-dismiss', id=self.job_id)
                 if job.get('error'):
                     guest.delete_nodes(new['base'])
+                    self._driver.journal.close(key)
                     raise exception.DriverError(action='mirror the volume',
                                                 reason=job['error'])
+                self._driver.journal.record(key, 'release_old')
                 guest.delete_nodes(old['base'])
                 disk['gen'] += 1
                 self._driver.repoint(guest, disk, self._new_bdm,
                                      self._new_path)
+                self._driver.journal.close(key)
                 return base.JobProgress(total, total, True)
             return base.JobProgress(done, total, False)
