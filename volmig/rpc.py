@@ -1,10 +1,14 @@
 """The one place where RPC transports, clients and servers are built."""
 
+import functools
+import inspect
+
 import oslo_messaging as messaging
 from oslo_messaging.rpc import dispatcher
 from oslo_serialization import jsonutils
 
 from volmig import context as volmig_context
+from volmig import exception
 from volmig.conf import CONF
 
 # Typed exceptions from this module cross RPC as themselves.
@@ -34,6 +38,28 @@ def transport():
     if _TRANSPORT is None:
         raise RuntimeError('volmig.rpc.init() has not been called')
     return _TRANSPORT
+
+
+def endpoint(method):
+    """An RPC method: typed refusals travel back as themselves.
+
+    Arguments that do not fit the method (missing, unknown) are refused
+    as ``InvalidInput`` before it runs, instead of failing inside it.
+    """
+    signature = inspect.signature(method)
+
+    @functools.wraps(method)
+    def checked(self, ctxt, **kwargs):
+        try:
+            signature.bind(self, ctxt, **kwargs)
+        except TypeError as exc:
+            raise exception.InvalidInput(field='arguments of %s'
+                                         % method.__name__, reason=exc)
+        return method(self, ctxt, **kwargs)
+    wrapped = messaging.expected_exceptions(exception.VolmigException)(
+        checked)
+    wrapped.rpc_endpoint = True
+    return wrapped
 
 
 class RequestContextSerializer(messaging.Serializer):

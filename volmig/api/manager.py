@@ -16,6 +16,7 @@ import oslo_messaging as messaging
 from volmig import context as volmig_context
 from volmig import exception
 from volmig import policy
+from volmig import rpc
 from volmig import states
 from volmig.api import validation
 from volmig.compute import rpcapi as compute_rpcapi
@@ -27,8 +28,6 @@ LOG = logging.getLogger(__name__)
 TOPIC = 'volmig-api'
 RPC_API_VERSION = '1.0'
 LIST_FILTERS = ('status', 'instance_uuid', 'volume_id', 'host')
-
-expected = messaging.expected_exceptions(exception.VolmigException)
 
 
 class APIManager:
@@ -54,7 +53,7 @@ class APIManager:
     def cleanup_host(self) -> None:
         pass
 
-    @expected
+    @rpc.endpoint
     def migration_start(self, ctxt, src_attachment_id):
         """At most four round trips: this call, begin, the agent, started.
 
@@ -94,7 +93,7 @@ class APIManager:
         return self.conductor.migration_started(ctxt, migration,
                                                 result['pauses'])
 
-    @expected
+    @rpc.endpoint
     def migration_cancel(self, ctxt, src_attachment_id):
         policy.authorize(ctxt, migration_policy.PREFIX % 'cancel')
         validation.require_uuid('src_attachment_id', src_attachment_id)
@@ -106,7 +105,7 @@ class APIManager:
                                           accepted['bdm'])
         return migration
 
-    @expected
+    @rpc.endpoint
     def migration_complete(self, ctxt, src_attachment_id, dst_attachment_id):
         policy.authorize(ctxt, migration_policy.PREFIX % 'complete')
         validation.require_uuid('src_attachment_id', src_attachment_id)
@@ -120,13 +119,13 @@ class APIManager:
                 accepted['dst_connection_info'])
         return migration
 
-    @expected
+    @rpc.endpoint
     def migration_get(self, ctxt, migration_ref):
         policy.authorize(ctxt, migration_policy.PREFIX % 'show')
         validation.require_uuid('migration_ref', migration_ref)
         return self.conductor.migration_get(ctxt, migration_ref)
 
-    @expected
+    @rpc.endpoint
     def migration_list(self, ctxt, filters):
         policy.authorize(ctxt, migration_policy.PREFIX % 'show')
         validation.require_filters(filters, LIST_FILTERS)

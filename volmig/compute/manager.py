@@ -15,6 +15,7 @@ import oslo_messaging as messaging
 from volmig import context
 from volmig import exception
 from volmig import notifications
+from volmig import rpc
 from volmig import states
 from volmig.compute import drivers
 from volmig.compute import jobs
@@ -29,8 +30,6 @@ CANCEL = 'volume_migration.cancel'
 COMPLETE = 'volume_migration.complete'
 # The notification a job that ends in this status belongs to.
 _EVENTS = {states.CANCELLED: CANCEL, states.COMPLETED: COMPLETE}
-
-expected = messaging.expected_exceptions(exception.VolmigException)
 
 
 def locked_instance(method):
@@ -99,7 +98,7 @@ class ComputeManager:
 
     # Instances.
 
-    @expected
+    @rpc.endpoint
     @locked_instance
     def build_instance(self, ctxt, instance, block_devices):
         data = notifications.instance_data(instance, block_devices=[
@@ -115,7 +114,7 @@ class ComputeManager:
         self.conductor.instance_built(ctxt, instance['uuid'],
                                       self.driver.get_power_state(instance))
 
-    @expected
+    @rpc.endpoint
     @locked_instance
     def terminate_instance(self, ctxt, instance):
         self.driver.destroy(instance)
@@ -129,14 +128,14 @@ class ComputeManager:
                 ctxt, instance['uuid'], self.driver.get_power_state(instance),
                 vm_state)
 
-    @expected
+    @rpc.endpoint
     @locked_instance
     def stop_instance(self, ctxt, instance):
         self._power_change(ctxt, instance,
                            lambda: self.driver.power_off(instance),
                            states.VM_STOPPED)
 
-    @expected
+    @rpc.endpoint
     @locked_instance
     def start_instance(self, ctxt, instance, block_devices):
         self._power_change(
@@ -144,7 +143,7 @@ class ComputeManager:
             lambda: self.driver.power_on(instance, block_devices),
             states.VM_ACTIVE)
 
-    @expected
+    @rpc.endpoint
     @locked_instance
     def attach_volume(self, ctxt, instance, bdm, attach_mode='rw'):
         # A 1.0 caller sends no attach_mode; it only knows read/write.
@@ -154,14 +153,14 @@ class ComputeManager:
             self.driver.attach_volume(instance,
                                       dict(bdm, attach_mode=attach_mode))
 
-    @expected
+    @rpc.endpoint
     @locked_instance
     def detach_volume(self, ctxt, instance, bdm):
         self.driver.detach_volume(instance, bdm)
         self.conductor.volume_detached(ctxt, instance['uuid'],
                                        bdm['volume_id'])
 
-    @expected
+    @rpc.endpoint
     @locked_instance
     def swap_volume(self, ctxt, instance, old_bdm, new_bdm):
         """The legacy swap; the conductor hears how it ended."""
@@ -226,7 +225,7 @@ class ComputeManager:
         self.conductor.migration_fail(ctxt, migration['id'], message,
                                       recovery_needed)
 
-    @expected
+    @rpc.endpoint
     @locked_instance
     def migration_start(self, ctxt, migration, bdm):
         """Stop every write to src; returns ``{'pauses'}``.
@@ -262,7 +261,7 @@ class ComputeManager:
             return self.conductor.migration_started(ctxt, migration, pauses)
         return {'pauses': pauses}
 
-    @expected
+    @rpc.endpoint
     @locked_instance
     def migration_cancel(self, ctxt, migration, bdm):
         LOG.info('Cancelling volume migration %s', migration['id'],
@@ -298,7 +297,7 @@ class ComputeManager:
             return
         self._run_job(ctxt, migration, bdm, job, event, finish)
 
-    @expected
+    @rpc.endpoint
     @locked_instance
     def migration_complete(self, ctxt, migration, bdm, dst_connection_info):
         LOG.info('Completing volume migration %s', migration['id'],
@@ -418,7 +417,7 @@ class ComputeManager:
 
     # Reconciliation, at start-up and when the conductor asks.
 
-    @expected
+    @rpc.endpoint
     def migration_reconcile(self, ctxt, migration, bdm, dst_connection_info):
         self._reconcile_safely(ctxt, migration, bdm, dst_connection_info)
 

@@ -7,6 +7,7 @@ from oslo_utils import versionutils
 
 from volmig import context as volmig_context
 from volmig import exception
+from volmig import rpc
 from volmig import volume
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import healer
@@ -18,8 +19,6 @@ from volmig.conf import CONF
 from volmig.db import api as db
 
 LOG = logging.getLogger(__name__)
-
-expected = messaging.expected_exceptions(exception.VolmigException)
 
 
 def min_service_version(ctxt, binary: str) -> str | None:
@@ -62,71 +61,71 @@ class ConductorManager:
     def cleanup_host(self) -> None:
         pass
 
-    @expected
+    @rpc.endpoint
     def service_update(self, ctxt, binary, host, topic, version,
                        capabilities):
         return db.service_update(ctxt, binary, host, topic, version,
                                  capabilities)
 
-    @expected
+    @rpc.endpoint
     def service_get_all(self, ctxt, binary):
         return [dict(service, is_up=instances.service_is_up(service))
                 for service in db.service_get_all(ctxt, binary)]
 
-    @expected
+    @rpc.endpoint
     def service_min_version(self, ctxt, binary):
         return min_service_version(ctxt, binary)
 
     # Instances.
 
-    @expected
+    @rpc.endpoint
     def build_instances(self, ctxt, name, block_devices, count, host):
         return self.instances.build(ctxt, name, block_devices, count, host)
 
-    @expected
+    @rpc.endpoint
     def instance_get(self, ctxt, instance_uuid):
         return self.instances.get(ctxt, instance_uuid)
 
-    @expected
+    @rpc.endpoint
     def instance_list(self, ctxt):
         return self.instances.get_all(ctxt)
 
-    @expected
+    @rpc.endpoint
     def stop_instance(self, ctxt, instance_uuid):
         return self.instances.stop(ctxt, instance_uuid)
 
-    @expected
+    @rpc.endpoint
     def start_instance(self, ctxt, instance_uuid):
         return self.instances.start(ctxt, instance_uuid)
 
-    @expected
+    @rpc.endpoint
     def delete_instance(self, ctxt, instance_uuid):
         return self.instances.delete(ctxt, instance_uuid)
 
-    @expected
+    @rpc.endpoint
     def attach_volume(self, ctxt, instance_uuid, volume_id, attach_mode):
         return self.instances.attach_volume(ctxt, instance_uuid, volume_id,
                                             attach_mode)
 
-    @expected
+    @rpc.endpoint
     def detach_volume(self, ctxt, instance_uuid, volume_id):
         return self.instances.detach_volume(ctxt, instance_uuid, volume_id)
 
-    @expected
+    @rpc.endpoint
     def swap_volume(self, ctxt, instance_uuid, old_volume_id, new_volume_id):
         return self.instances.swap_volume(ctxt, instance_uuid,
                                           old_volume_id, new_volume_id)
 
-    @expected
+    @rpc.endpoint
     def volume_swapped(self, ctxt, instance_uuid, old_bdm, new_bdm):
         return self.instances.volume_swapped(ctxt, instance_uuid, old_bdm,
                                              new_bdm)
 
-    @expected
+    @rpc.endpoint
     def swap_failed(self, ctxt, instance_uuid, new_bdm):
         return self.instances.swap_failed(ctxt, instance_uuid, new_bdm)
 
-    @expected
+    @rpc.endpoint
     def instance_update(self, ctxt, instance_uuid, values):
         """Agents older than 1.3 only; it takes power changes only."""
         allowed = {'power_state', 'vm_state', 'task_state'}
@@ -136,102 +135,102 @@ class ConductorManager:
                 'vm_state, and clear task_state; not %s' % sorted(values))
         return db.instance_update(ctxt, instance_uuid, values)
 
-    @expected
+    @rpc.endpoint
     def instance_power_changed(self, ctxt, instance_uuid, power_state,
                                vm_state):
         return self.instances.power_changed(ctxt, instance_uuid,
                                             power_state, vm_state)
 
-    @expected
+    @rpc.endpoint
     def instance_build_failed(self, ctxt, instance_uuid):
         return self.instances.build_failed(ctxt, instance_uuid)
 
-    @expected
+    @rpc.endpoint
     def instance_built(self, ctxt, instance_uuid, power_state):
         return self.instances.built(ctxt, instance_uuid, power_state)
 
-    @expected
+    @rpc.endpoint
     def instance_terminated(self, ctxt, instance_uuid):
         return self.instances.terminated(ctxt, instance_uuid)
 
-    @expected
+    @rpc.endpoint
     def volume_detached(self, ctxt, instance_uuid, volume_id):
         return self.instances.volume_detached(ctxt, instance_uuid, volume_id)
 
     # Volume migrations.
 
-    @expected
+    @rpc.endpoint
     def migration_begin(self, ctxt, src_attachment_id, starting=False):
         return self.migrations.begin(ctxt, src_attachment_id, starting)
 
-    @expected
+    @rpc.endpoint
     def migration_started(self, ctxt, migration_id, pauses):
         return self.migrations.started(ctxt, migration_id, pauses)
 
-    @expected
+    @rpc.endpoint
     def migration_accept_cancel(self, ctxt, src_attachment_id):
         return self.migrations.accept_cancel(ctxt, src_attachment_id)
 
-    @expected
+    @rpc.endpoint
     def migration_accept_complete(self, ctxt, src_attachment_id,
                                   dst_attachment_id):
         return self.migrations.accept_complete(ctxt, src_attachment_id,
                                                dst_attachment_id)
 
-    @expected
+    @rpc.endpoint
     def migration_get(self, ctxt, migration_ref):
         return self.migrations.get(ctxt, migration_ref)
 
-    @expected
+    @rpc.endpoint
     def migration_list(self, ctxt, filters):
         return self.migrations.get_all(ctxt, filters)
 
-    @expected
+    @rpc.endpoint
     def migration_set_status(self, ctxt, migration_id, status, pauses=None):
         return self.migrations.set_status(ctxt, migration_id, status,
                                           pauses)
 
-    @expected
+    @rpc.endpoint
     def migration_switched(self, ctxt, migration_id, pauses):
         return self.migrations.switched(ctxt, migration_id, pauses)
 
-    @expected
+    @rpc.endpoint
     def migration_job_ended(self, ctxt, migration_id, status, pauses):
         return self.migrations.job_ended(ctxt, migration_id, status, pauses)
 
-    @expected
+    @rpc.endpoint
     def migration_recovered(self, ctxt, migration_id, side):
         return self.migrations.recovered(ctxt, migration_id, side)
 
-    @expected
+    @rpc.endpoint
     def migration_work_for_host(self, ctxt, host):
         return self.migrations.work_for_host(ctxt, host)
 
-    @expected
+    @rpc.endpoint
     def migration_report_progress(self, ctxt, migration_id, bytes_done,
                                   bytes_total):
         return self.migrations.report_progress(ctxt, migration_id,
                                                bytes_done, bytes_total)
 
-    @expected
+    @rpc.endpoint
     def migration_fail(self, ctxt, migration_id, reason, recovery_needed):
         return self.migrations.fail(ctxt, migration_id, reason,
                                     recovery_needed)
 
     # What operators run.
 
-    @expected
+    @rpc.endpoint
     def migration_abort(self, ctxt, migration_id):
         return self.recovery.abort(ctxt, migration_id)
 
-    @expected
+    @rpc.endpoint
     def migration_force_complete(self, ctxt, migration_id):
         return self.recovery.force_complete(ctxt, migration_id)
 
-    @expected
+    @rpc.endpoint
     def migration_recover(self, ctxt, migration_id, side=None):
         return self.recovery.recover(ctxt, migration_id, side)
 
-    @expected
+    @rpc.endpoint
     def instance_reset_state(self, ctxt, instance_uuid, vm_state):
         return self.recovery.reset_instance(ctxt, instance_uuid, vm_state)

@@ -6,14 +6,13 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from volmig import exception
+from volmig import rpc
 from volmig.conf import CONF
 from volmig.storage import migration
 from volmig.volume import file as file_api
 from volmig.volume import records
 
 LOG = logging.getLogger(__name__)
-
-expected = messaging.expected_exceptions(exception.VolmigException)
 
 
 class FileVolumes(records.VolumeRecords):
@@ -73,7 +72,7 @@ class VolumeManager:
 
     # Volumes.
 
-    @expected
+    @rpc.endpoint
     def create_volume(self, ctxt, size_mb, name=None, multiattach=False,
                       pool=None):
         if not isinstance(size_mb, int) or size_mb < 1:
@@ -90,20 +89,20 @@ class VolumeManager:
                  size_mb, pool)
         return volume
 
-    @expected
+    @rpc.endpoint
     def get_volume(self, ctxt, volume_id):
         return self.volumes.get_volume(ctxt, volume_id)
 
-    @expected
+    @rpc.endpoint
     def list_volumes(self, ctxt):
         return self.volumes.list_volumes(ctxt)
 
-    @expected
+    @rpc.endpoint
     def list_pools(self, ctxt):
         return [{'name': name, 'path': path}
                 for name, path in sorted(CONF.storage.pools.items())]
 
-    @expected
+    @rpc.endpoint
     def delete_volume(self, ctxt, volume_id):
         volume = self.volumes.get_volume(ctxt, volume_id)
         if volume.get('migration_status') in migration.MIGRATING:
@@ -113,29 +112,29 @@ class VolumeManager:
         if os.path.exists(volume['path']):
             os.unlink(volume['path'])
 
-    @expected
+    @rpc.endpoint
     def migrate_volume(self, ctxt, volume_id, pool, max_bandwidth_mbps=None):
         return self.migrator.begin(ctxt, volume_id, pool, max_bandwidth_mbps)
 
     # Attachments.
 
-    @expected
+    @rpc.endpoint
     def attachment_create(self, ctxt, volume_id, instance_uuid, mode='rw'):
         return self.volumes.attachment_create(ctxt, volume_id, instance_uuid,
                                               mode)
 
-    @expected
+    @rpc.endpoint
     def attachment_get(self, ctxt, attachment_id):
         return self.volumes.attachment_get(ctxt, attachment_id)
 
-    @expected
+    @rpc.endpoint
     def attachment_update(self, ctxt, attachment_id, connector):
         return self.volumes.attachment_update(ctxt, attachment_id, connector)
 
-    @expected
+    @rpc.endpoint
     def attachment_complete(self, ctxt, attachment_id):
         return self.volumes.attachment_complete(ctxt, attachment_id)
 
-    @expected
+    @rpc.endpoint
     def attachment_delete(self, ctxt, attachment_id):
         return self.volumes.attachment_delete(ctxt, attachment_id)

@@ -4,6 +4,10 @@ import copy
 
 from volmig.api import validation
 
+# Nova bounds a multi-create by quota; volmig has none, so by this.
+MAX_COUNT = 100
+_COUNT = {'type': 'integer', 'minimum': 1, 'maximum': MAX_COUNT}
+
 _block_device = {
     'type': 'object',
     'properties': {
@@ -29,8 +33,8 @@ create: dict = {
                 'name': validation.NAME,
                 'block_device_mapping_v2': {'type': 'array',
                                             'items': _block_device},
-                'min_count': validation.POSITIVE_INT,
-                'max_count': validation.POSITIVE_INT,
+                'min_count': _COUNT,
+                'max_count': _COUNT,
                 'availability_zone': {'type': 'string', 'minLength': 1,
                                       'maxLength': 255},
                 # Accepted so that Nova clients work; volmig guests have
