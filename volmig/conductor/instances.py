@@ -176,7 +176,7 @@ class InstanceConductor:
         A power task ends here; a migration's lock is the migration's.
         """
         instance = db.instance_get(ctxt, instance_uuid)
-        values = {'power_state': power_state, 'vm_state': vm_state}
+        values: dict = {'power_state': power_state, 'vm_state': vm_state}
         if instance['task_state'] in (states.TASK_POWERING_OFF,
                                       states.TASK_POWERING_ON):
             values['task_state'] = None

@@ -26,6 +26,12 @@ SETTINGS = hypothesis.settings(
 UNKNOWN = '0b9c2a6e-7f6d-4c43-9d83-2f4f1d2c0a11'
 
 
+def bodies(schema: dict):
+    """Bodies valid per ``schema``."""
+    return hypothesis_jsonschema.from_schema(schema)  # type: ignore
+
+
+
 class APIFuzzTest(base.BaseTestCase):
 
     def setUp(self):
@@ -77,41 +83,37 @@ class APIFuzzTest(base.BaseTestCase):
         self.request(method, path, body, expect_ok=False)
 
     @SETTINGS
-    @hypothesis.given(body=hypothesis_jsonschema.from_schema(
-        servers.create_v261))
+    @hypothesis.given(body=bodies(servers.create_v261))
     def test_server_create(self, body):
         self._fuzz('servers', body)
 
     @SETTINGS
-    @hypothesis.given(body=hypothesis_jsonschema.from_schema(servers.action))
+    @hypothesis.given(body=bodies(servers.action))
     def test_server_action(self, body):
         self._fuzz('server_action', body)
 
     @SETTINGS
-    @hypothesis.given(body=hypothesis_jsonschema.from_schema(
-        attachments.create_v261))
+    @hypothesis.given(body=bodies(attachments.create_v261))
     def test_attach(self, body):
         self._fuzz('attach', body)
 
     @SETTINGS
-    @hypothesis.given(body=hypothesis_jsonschema.from_schema(
-        attachments.update))
+    @hypothesis.given(body=bodies(attachments.update))
     def test_swap(self, body):
         self._fuzz('swap', body)
 
     @SETTINGS
-    @hypothesis.given(body=hypothesis_jsonschema.from_schema(volumes.create))
+    @hypothesis.given(body=bodies(volumes.create))
     def test_volume_create(self, body):
         self._fuzz('volumes', body)
 
     @SETTINGS
-    @hypothesis.given(body=hypothesis_jsonschema.from_schema(volumes.action))
+    @hypothesis.given(body=bodies(volumes.action))
     def test_volume_action(self, body):
         self._fuzz('volume_action', body)
 
     @SETTINGS
-    @hypothesis.given(body=hypothesis_jsonschema.from_schema(
-        migrations.action))
+    @hypothesis.given(body=bodies(migrations.action))
     def test_migration_action(self, body):
         self._fuzz('migration_action', body)
 

@@ -46,7 +46,7 @@ def main() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
         return entry
 
-    journal.Journal.record = record_then_die
+    journal.Journal.record = record_then_die  # type: ignore[method-assign]
     compute.main()
 
 

@@ -21,7 +21,7 @@ def _rabbitmqctl(*args):
                    capture_output=True, timeout=120)
 
 
-@testtools.skipUnless(os.environ.get('VOLMIG_TEST_BROKER_RESTART'),
+@testtools.skipUnless(bool(os.environ.get('VOLMIG_TEST_BROKER_RESTART')),
                       'restarts RabbitMQ under every test running now; '
                       'set VOLMIG_TEST_BROKER_RESTART=1 and run it alone')
 class BrokerRestartTest(recovery.RecoveryTestCase):
