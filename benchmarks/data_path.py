@@ -30,19 +30,13 @@ import os  # noqa: E402
 import subprocess  # noqa: E402  # nosec B404
 import time  # noqa: E402
 
-import fixtures  # noqa: E402
-
 from volmig import client  # noqa: E402
-from volmig import config  # noqa: E402
 from volmig import context as volmig_context  # noqa: E402
-from volmig import rpc  # noqa: E402
 from volmig import states  # noqa: E402
 from volmig import volume  # noqa: E402
 from volmig.compute.drivers.qemu import guest_io  # noqa: E402
 from volmig.conductor import rpcapi as conductor_rpcapi  # noqa: E402
 from volmig.conf import CONF  # noqa: E402
-from volmig.db import api as db_api  # noqa: E402
-from volmig.db import migration as db_migration  # noqa: E402
 from volmig.tests.integration import cluster  # noqa: E402
 
 MIB = 1024 * 1024
@@ -146,32 +140,10 @@ def main() -> None:
     parser.add_argument('--size-mb', type=int, default=1024)
     args = parser.parse_args()
 
-    with fixtures.TempDir() as tmp, cluster.VhostFixture() as vhost:
-        db_url = 'sqlite:///%s/volmig.sqlite' % tmp.path
-        pools = {pool: os.path.join(tmp.path, pool)
-                 for pool in ('pool-a', 'pool-b')}
-        pools_option = ','.join('%s:%s' % item for item in pools.items())
-        config.parse_args([], default_config_files=[], setup_logging=False)
-        CONF.set_override('transport_url', vhost.url)
-        CONF.set_override('state_path', tmp.path)
-        CONF.set_override('backend', 'file', group='volume')
-        db_api.configure(db_url)
-        db_migration.upgrade()
-        rpc.init()
-        services = cluster.Cluster(
-            tmp.path, vhost.url, db_url, ['compute-1'], volume=True,
-            options={('DEFAULT', 'report_interval'): 2,
-                     ('compute', 'driver'): 'qemu',
-                     ('compute', 'stop_guests_on_exit'): True,
-                     ('qemu', 'export_disks'): True,
-                     ('volume', 'backend'): 'file',
-                     ('storage', 'pools'): pools_option})
-        with services:
-            services.wait_until_registered()
-            run(args.size_mb, services.processes['compute-1'].process.pid,
-                pools)
-        rpc.cleanup()
-
+    with cluster.qemu_cluster(
+            {('DEFAULT', 'report_interval'): 2}) as (services, pools):
+        run(args.size_mb, services.processes['compute-1'].process.pid,
+            pools)
 
 if __name__ == '__main__':
     main()

@@ -31,21 +31,16 @@ import signal  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 
-import fixtures  # noqa: E402
 import oslo_messaging as messaging  # noqa: E402
 
 from volmig import client  # noqa: E402
-from volmig import config  # noqa: E402
 from volmig import context as volmig_context  # noqa: E402
 from volmig import exception  # noqa: E402
-from volmig import rpc  # noqa: E402
 from volmig import states  # noqa: E402
 from volmig import volume  # noqa: E402
 from volmig.compute.drivers.qemu import guest_io  # noqa: E402
 from volmig.conductor import rpcapi as conductor_rpcapi  # noqa: E402
 from volmig.conf import CONF  # noqa: E402
-from volmig.db import api as db_api  # noqa: E402
-from volmig.db import migration as db_migration  # noqa: E402
 from volmig.tests.integration import cluster  # noqa: E402
 
 MIB = 1024 * 1024
@@ -229,41 +224,20 @@ def main() -> None:
     parser.add_argument('--seed', type=int, default=1)
     args = parser.parse_args()
 
-    with fixtures.TempDir() as tmp, cluster.VhostFixture() as vhost:
-        db_url = 'sqlite:///%s/volmig.sqlite' % tmp.path
-        pools = ','.join('%s:%s' % (pool, os.path.join(tmp.path, pool))
-                         for pool in ('pool-a', 'pool-b'))
-        config.parse_args([], default_config_files=[], setup_logging=False)
-        CONF.set_override('transport_url', vhost.url)
-        CONF.set_override('state_path', tmp.path)
-        CONF.set_override('backend', 'file', group='volume')
-        db_api.configure(db_url)
-        db_migration.upgrade()
-        rpc.init()
-        services = cluster.Cluster(
-            tmp.path, vhost.url, db_url, ['compute-1'], volume=True,
-            options={('DEFAULT', 'report_interval'): 1,
-                     ('DEFAULT', 'service_down_time'): 10,
-                     ('DEFAULT', 'rpc_response_timeout'): 15,
-                     ('conductor', 'heal_interval'): 1,
-                     ('conductor', 'migration_stall_timeout'): 10,
-                     ('conductor', 'task_timeout'): 20,
-                     ('compute', 'driver'): 'qemu',
-                     ('compute', 'job_poll_interval'): 0.1,
-                     ('compute', 'stop_guests_on_exit'): True,
-                     ('qemu', 'export_disks'): True,
-                     ('volume', 'backend'): 'file',
-                     ('storage', 'pools'): pools})
-        with services:
-            services.wait_until_registered()
-            soak = Soak(services, args.seed)
-            try:
-                for number in range(1, args.rounds + 1):
-                    soak.run_round(number)
-            finally:
-                soak.report()
-        rpc.cleanup()
-
+    with cluster.qemu_cluster({
+            ('DEFAULT', 'report_interval'): 1,
+            ('DEFAULT', 'service_down_time'): 10,
+            ('DEFAULT', 'rpc_response_timeout'): 15,
+            ('conductor', 'heal_interval'): 1,
+            ('conductor', 'migration_stall_timeout'): 10,
+            ('conductor', 'task_timeout'): 20,
+            ('compute', 'job_poll_interval'): 0.1}) as (services, _):
+        soak = Soak(services, args.seed)
+        try:
+            for number in range(1, args.rounds + 1):
+                soak.run_round(number)
+        finally:
+            soak.report()
 
 if __name__ == '__main__':
     main()

@@ -59,6 +59,8 @@ class ComputeManager:
         # Migrations being merged on disk after QEMU died: a failure there
         # is final.
         self._merging_on_disk: set[str] = set()
+        # Starts this process answered: never rolled back as unanswered.
+        self._answered_starts: set[str] = set()
 
     # Service plumbing.
 
@@ -259,6 +261,7 @@ class ComputeManager:
             dict(migration, status=states.STARTED, pauses_ms=pauses)))
         if legacy:
             return self.conductor.migration_started(ctxt, migration, pauses)
+        self._answered_starts.add(migration['id'])
         return {'pauses': pauses}
 
     @rpc.endpoint
@@ -276,6 +279,7 @@ class ComputeManager:
     def _still(self, ctxt, migration) -> bool:
         """Whether a cast is still current: one that waited in the queue
         while this agent was down may have been overtaken by the healer."""
+        self._answered_starts.discard(migration['id'])
         current = self.conductor.migration_get(ctxt, migration['id'])
         if current['status'] == migration['status']:
             return True
@@ -424,11 +428,24 @@ class ComputeManager:
     def _reconcile_safely(self, ctxt, migration, bdm, dst_connection_info):
         try:
             with lockutils.lock('instance-%s' % migration['instance_uuid']):
-                self._reconcile(ctxt, migration, bdm, dst_connection_info)
+                if self._still_to_reconcile(ctxt, migration):
+                    self._reconcile(ctxt, migration, bdm,
+                                    dst_connection_info)
         except Exception:
             LOG.exception('Could not reconcile volume migration %s; the '
                           'conductor asks again when it stalls',
                           migration['id'])
+
+    def _still_to_reconcile(self, ctxt, migration) -> bool:
+        """Whether the request is still current, now that this agent holds
+        the server: the work list may predate a step taken since."""
+        if (migration['status'] == states.STARTING
+                and migration['id'] in self._answered_starts):
+            # Answered by this process: its caller records it.
+            return False
+        current = self.conductor.migration_get(ctxt, migration['id'])
+        return ((current['status'], current['recovery_needed'])
+                == (migration['status'], migration['recovery_needed']))
 
     def _reconcile(self, ctxt, migration, bdm, dst_connection_info):
         """Finish or roll back one migration, from where the guest is."""

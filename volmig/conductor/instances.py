@@ -12,6 +12,7 @@ from oslo_utils import uuidutils
 from volmig import exception
 from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
+from volmig.conductor import migrations
 from volmig.conductor import rules
 from volmig.conf import CONF
 from volmig.db import api as db
@@ -227,6 +228,12 @@ class InstanceConductor:
     def attach_volume(self, ctxt, instance_uuid: str, volume_id: str,
                       attach_mode: str) -> dict:
         rules.check_attach_mode(attach_mode)
+        with migrations.volume_lock(volume_id):
+            return self._attach_volume(ctxt, instance_uuid, volume_id,
+                                       attach_mode)
+
+    def _attach_volume(self, ctxt, instance_uuid: str, volume_id: str,
+                       attach_mode: str) -> dict:
         instance = db.instance_get(ctxt, instance_uuid)
         volume = self.volume_api.get_volume(ctxt, volume_id)
         if any(a['instance_uuid'] == instance_uuid

@@ -34,6 +34,13 @@ def present(migration: dict) -> dict:
     return view
 
 
+def volume_lock(volume_id: str):
+    """Held while a start counts a volume's attachments, and while an
+    attach checks for migrations and records its attachment, so that
+    neither misses the other in this conductor."""
+    return lockutils.lock('volume-migration-%s' % volume_id)
+
+
 def _connector(host: str, attach_mode: str) -> dict:
     return {'host': host, 'mode': attach_mode}
 
@@ -70,9 +77,14 @@ class MigrationConductor:
             return {'migration': present(latest), 'bdm': None,
                     'created': False}
         bdm = db.bdm_get_by_attachment(ctxt, src_attachment_id)
+        with volume_lock(bdm['volume_id']):
+            return self._begin(ctxt, src_attachment_id, starting, bdm)
+
+    def _begin(self, ctxt, src_attachment_id: str, starting: bool,
+               bdm: dict) -> dict:
+        # Read under the volume's lock, so no attach slips in between.
         volume = self.volume_api.get_volume(ctxt, bdm['volume_id'])
-        with lockutils.lock('volume-migration-%s' % bdm['volume_id']), \
-                db.transaction(ctxt):
+        with db.transaction(ctxt):
             instance = db.instance_get(ctxt, bdm['instance_uuid'])
             rules.check_no_other_migration(
                 instance, src_attachment_id, volume,

@@ -88,3 +88,28 @@ class MigrationRaceTest(base.ServicesTestCase):
         server = self.conductor.instance_get(self.admin, server['uuid'])
         self.assertEqual([dst['id']], [b['attachment_id']
                                        for b in server['block_devices']])
+
+    def test_attach_racing_a_start_never_forks_the_volume(self):
+        server, bdm = self.create_server(multiattach=True)
+        [other] = self.conductor.build_instances(self.user, 'other', [], 1,
+                                                 None)
+        self.wait_for_server(other['uuid'], states.VM_ACTIVE)
+        start, attach = race(
+            lambda: self.client.start(self.ctxt, bdm['attachment_id']),
+            lambda: self.conductor.attach_volume(
+                self.user, other['uuid'], bdm['volume_id'], 'rw'))
+
+        won = [r for r in (start, attach) if not isinstance(r, Exception)]
+        self.assertEqual(1, len(won), (start, attach))
+        if isinstance(start, Exception):
+            # The attach came first: two writers, both running.
+            self.assertIsInstance(start,
+                                  exception.MultiattachMigrationNotSupported)
+            self.assertEqual([], self.client.list(
+                self.ctxt, instance_uuid=server['uuid']))
+        else:
+            # The start came first: new attachments wait for it.
+            self.assertIsInstance(attach, exception.MigrationInProgress)
+            self.assertEqual(
+                [], self.conductor.instance_get(
+                    self.admin, other['uuid'])['block_devices'])

@@ -3,6 +3,7 @@
 Used by the integration tests and by the benchmarks.
 """
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -14,8 +15,13 @@ import fixtures
 import oslo_messaging as messaging
 from testtools import content
 
+from volmig import config
 from volmig import context as volmig_context
+from volmig import rpc
 from volmig.conductor import rpcapi as conductor_rpcapi
+from volmig.conf import CONF
+from volmig.db import api as db_api
+from volmig.db import migration as db_migration
 
 RABBIT = ('127.0.0.1', 5672)
 BIN_DIR = os.path.dirname(sys.executable)
@@ -203,3 +209,35 @@ class Cluster(fixtures.Fixture):
                 return
             time.sleep(0.2)
         raise RuntimeError('services did not register within %ss' % timeout)
+
+
+@contextlib.contextmanager
+def qemu_cluster(options: dict):
+    """For a script: the qemu driver on compute-1 with volmig-volume and
+    pools pool-a and pool-b, on a vhost and a temporary directory of its
+    own, with this process as their client. Yields (cluster, pools)."""
+    with fixtures.TempDir() as tmp, VhostFixture() as vhost:
+        db_url = 'sqlite:///%s/volmig.sqlite' % tmp.path
+        pools = {pool: os.path.join(tmp.path, pool)
+                 for pool in ('pool-a', 'pool-b')}
+        config.parse_args([], default_config_files=[], setup_logging=False)
+        CONF.set_override('transport_url', vhost.url)
+        CONF.set_override('state_path', tmp.path)
+        CONF.set_override('backend', 'file', group='volume')
+        db_api.configure(db_url)
+        db_migration.upgrade()
+        rpc.init()
+        everything = {('compute', 'driver'): 'qemu',
+                      ('compute', 'stop_guests_on_exit'): True,
+                      ('qemu', 'export_disks'): True,
+                      ('volume', 'backend'): 'file',
+                      ('storage', 'pools'): ','.join(
+                          '%s:%s' % item for item in pools.items())}
+        everything.update(options)
+        try:
+            with Cluster(tmp.path, vhost.url, db_url, ['compute-1'],
+                         volume=True, options=everything) as services:
+                services.wait_until_registered()
+                yield services, pools
+        finally:
+            rpc.cleanup()

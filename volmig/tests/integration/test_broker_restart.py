@@ -36,12 +36,9 @@ class BrokerRestartTest(recovery.RecoveryTestCase):
         return options
 
     def test_broker_restarted_mid_migration_and_mid_delete(self):
-        server, bdm, vol = self.boot()
         other, _, _ = self.boot()
-        writer = self.writer(server, vol)
-        number = self.write_some(writer, 20)
-        migration = self.client.start(self.ctxt, bdm['attachment_id'])
-        number = self.write_some(writer, 20, number)
+        server, bdm, vol, writer, number, migration = (
+            self.started_under_writes())
 
         # The seed case: a delete cast sits in the agent's queue when the
         # broker goes down, and is lost with it.

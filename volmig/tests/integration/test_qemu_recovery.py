@@ -60,6 +60,17 @@ class RecoveryTestCase(data_path.QemuTestCase):
         return self.wait_until(complete, timeout=120,
                                what='complete to be accepted')
 
+    def started_under_writes(self):
+        """A guest that writes, and a migration of its volume started
+        between writes; returns (server, bdm, vol, writer, number,
+        migration)."""
+        server, bdm, vol = self.boot()
+        writer = self.writer(server, vol)
+        number = self.write_some(writer, 20)
+        migration = self.client.start(self.ctxt, bdm['attachment_id'])
+        number = self.write_some(writer, 20, number)
+        return server, bdm, vol, writer, number, migration
+
     def assert_nothing_left(self, server, migration) -> None:
         self.assertEqual([], self.overlays(server))
         jobs = os.path.join(self.state_path, 'compute', 'jobs')
@@ -76,12 +87,9 @@ class CompleteCrashTest(RecoveryTestCase):
 
     def test_agent_killed_during_complete(self):
         self.crash_agent_at('complete:%s' % self.step)
-        server, bdm, vol = self.boot()
+        server, bdm, vol, writer, number, migration = (
+            self.started_under_writes())
         qemu_pid = self.qemu_pid(server)
-        writer = self.writer(server, vol)
-        number = self.write_some(writer, 20)
-        migration = self.client.start(self.ctxt, bdm['attachment_id'])
-        number = self.write_some(writer, 20, number)
         dst, attachment = self.copy_to_dst(server, bdm, vol)
 
         self.client.complete(self.ctxt, bdm['attachment_id'],
@@ -109,11 +117,8 @@ class CancelCrashTest(RecoveryTestCase):
 
     def test_agent_killed_during_cancel(self):
         self.crash_agent_at('cancel:%s' % self.step)
-        server, bdm, vol = self.boot()
-        writer = self.writer(server, vol)
-        number = self.write_some(writer, 20)
-        migration = self.client.start(self.ctxt, bdm['attachment_id'])
-        number = self.write_some(writer, 20, number)
+        server, bdm, vol, writer, number, migration = (
+            self.started_under_writes())
 
         self.client.cancel(self.ctxt, bdm['attachment_id'])
         number = self.agent_died_and_restarted(writer, number)
@@ -193,11 +198,8 @@ class QemuDeathTest(RecoveryTestCase):
             sys.executable, '-m', 'volmig.tests.integration.crash_at',
             '--qemu', self.fault])
         self.cluster.wait_until_registered()
-        server, bdm, vol = self.boot()
-        writer = self.writer(server, vol)
-        number = self.write_some(writer, 20)
-        migration = self.client.start(self.ctxt, bdm['attachment_id'])
-        self.write_some(writer, 20, number)
+        server, bdm, vol, writer, _, migration = (
+            self.started_under_writes())
         writer.flush()
         dst, attachment = self.copy_to_dst(server, bdm, vol)
 
@@ -223,11 +225,8 @@ class QemuDeathTest(RecoveryTestCase):
 class QemuDiedWhileStartedTest(RecoveryTestCase):
 
     def test_qemu_killed_while_started_then_complete(self):
-        server, bdm, vol = self.boot()
-        writer = self.writer(server, vol)
-        number = self.write_some(writer, 20)
-        migration = self.client.start(self.ctxt, bdm['attachment_id'])
-        self.write_some(writer, 20, number)
+        server, bdm, vol, writer, _, migration = (
+            self.started_under_writes())
         writer.flush()
         os.kill(self.qemu_pid(server), 9)
         self.wait_until(lambda: self.qemu_pid(server) is None,
@@ -280,11 +279,8 @@ class OtherServicesCrashTest(RecoveryTestCase):
         self.assert_nothing_left(server, {'id': migration_id})
 
     def test_conductor_killed_during_complete(self):
-        server, bdm, vol = self.boot()
-        writer = self.writer(server, vol)
-        number = self.write_some(writer, 20)
-        migration = self.client.start(self.ctxt, bdm['attachment_id'])
-        number = self.write_some(writer, 20, number)
+        server, bdm, vol, writer, number, migration = (
+            self.started_under_writes())
         dst, attachment = self.copy_to_dst(server, bdm, vol)
 
         self.client.complete(self.ctxt, bdm['attachment_id'],
@@ -299,11 +295,8 @@ class OtherServicesCrashTest(RecoveryTestCase):
         self.assert_nothing_left(server, migration)
 
     def test_every_broker_connection_closed_mid_migration(self):
-        server, bdm, vol = self.boot()
-        writer = self.writer(server, vol)
-        number = self.write_some(writer, 20)
-        migration = self.client.start(self.ctxt, bdm['attachment_id'])
-        number = self.write_some(writer, 20, number)
+        server, bdm, vol, writer, number, migration = (
+            self.started_under_writes())
 
         closed = self.vhost.close_connections()
         self.assertGreater(closed, 0)
