@@ -81,7 +81,7 @@ def _print_migration(migration: dict) -> None:
 def _migration_list() -> None:
     command = CONF.category
     filters = {key: value for key, value in (
-        ('status', command.status), ('host', command.host)) if value}
+        ('status', command.status), ('host', command.on_host)) if value}
     migrations = _conductor().migration_list(
         volmig_context.get_admin_context(), filters)
     for migration in migrations:
@@ -145,7 +145,8 @@ def _add_parsers(subparsers):
     actions = mig.add_subparsers(dest='action', required=True)
     listing = actions.add_parser('list', help='List volume migrations.')
     listing.add_argument('--status')
-    listing.add_argument('--host')
+    # Not "host": that name is oslo.config's own option.
+    listing.add_argument('--host', dest='on_host')
     for name, text in (
             ('show', 'Show a migration, its phase and error.'),
             ('abort', 'Send the guest back to src while src is whole.'),

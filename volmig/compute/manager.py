@@ -84,7 +84,12 @@ class ComputeManager:
         if self._reconciled:
             return
         ctxt = context.get_service_context()
-        work = self.conductor.migration_work_for_host(ctxt, self.host)
+        try:
+            work = self.conductor.migration_work_for_host(ctxt, self.host)
+        except messaging.MessagingTimeout:
+            LOG.warning('The conductor does not answer yet; reconciling '
+                        'the migrations of this host later')
+            return
         self._reconciled = True
         for item in work:
             self._reconcile_safely(ctxt, **item)

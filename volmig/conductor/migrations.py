@@ -105,6 +105,7 @@ class MigrationConductor:
                     'src_attachment_id': src_attachment_id,
                     'host': instance['host'], 'mode': mode,
                     'project_id': instance['project_id'],
+                    'exclusive': len(volume['attachments']) <= 1,
                     'status': states.STARTING if starting
                     else states.ACCEPTED})
             except exception.InstanceInvalidState as exc:

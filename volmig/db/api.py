@@ -260,8 +260,9 @@ def migration_create(ctxt, values: dict) -> dict:
             session.flush()
         except db_exc.DBDuplicateEntry:
             raise exception.MigrationInProgress(
-                what='attachment %s' % values['src_attachment_id'],
-                reason='another start of it won the race')
+                what='attachment %s or its volume %s' % (
+                    values['src_attachment_id'], values['volume_id']),
+                reason='another start won the race')
         return migration.to_dict()
 
 

@@ -65,6 +65,8 @@ class BlockDeviceMapping(Base):
 
 
 ACTIVE = sa.text("status NOT IN ('cancelled', 'completed', 'error')")
+EXCLUSIVE = sa.text("status NOT IN ('cancelled', 'completed', 'error') "
+                    "AND exclusive")
 
 
 class VolumeMigration(Base):
@@ -79,6 +81,10 @@ class VolumeMigration(Base):
         sa.Index('volume_migrations_one_active_idx', 'src_attachment_id',
                  unique=True, sqlite_where=ACTIVE,
                  postgresql_where=ACTIVE),
+        # One exclusive migration in progress per volume (alembic 0003).
+        sa.Index('volume_migrations_one_exclusive_idx', 'volume_id',
+                 unique=True, sqlite_where=EXCLUSIVE,
+                 postgresql_where=EXCLUSIVE),
     )
 
     id = sa.Column(sa.Integer, primary_key=True)
@@ -101,6 +107,10 @@ class VolumeMigration(Base):
     recovery_needed = sa.Column(sa.Boolean, nullable=False, default=False)
     # Guest I/O pauses of the driver's steps, {step: milliseconds}.
     pauses_ms = sa.Column(sa.JSON)
+    # False when the volume had several attachments at start (all
+    # read-only, or all servers off): its siblings may run beside it.
+    exclusive = sa.Column(sa.Boolean, nullable=False, default=True,
+                          server_default=sa.true())
 
     def to_dict(self) -> dict:
         # The uuid is the migration's only public id.

@@ -66,6 +66,7 @@ class VolumeManager:
     def init_host(self) -> None:
         for pool_dir in CONF.storage.pools.values():
             os.makedirs(pool_dir, exist_ok=True)
+        self.migrator.find_interrupted()
 
     def cleanup_host(self) -> None:
         self.migrator.stop()

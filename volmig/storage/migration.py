@@ -18,6 +18,7 @@ import time
 
 import futurist
 from oslo_log import log as logging
+import oslo_messaging as messaging
 
 from volmig import client
 from volmig import context as volmig_context
@@ -52,7 +53,7 @@ class Migrator:
         self.client = client.MigrationClient()
         self._executor = futurist.ThreadPoolExecutor(
             max_workers=conf.storage.migration_workers)
-        self._resumed = False
+        self._interrupted: list[dict] = []
 
     def stop(self) -> None:
         self._executor.shutdown(wait=True)
@@ -276,19 +277,29 @@ class Migrator:
 
     # After a restart of volmig-volume.
 
+    def find_interrupted(self) -> None:
+        """At start-up, before any request: the migrations a previous
+        volmig-volume left under way. Only these are resumed; any begun
+        since belong to this process."""
+        with self.volumes.records(write=False) as records:
+            self._interrupted = [
+                dict(volume) for volume in records['volumes'].values()
+                if volume.get('migration_status') in MIGRATING
+                or volume.get('migration_src_path')]
+
     def resume_after_restart(self) -> None:
-        """Once, as soon as volmig-api answers: resume or roll back every
-        migration a previous volmig-volume left under way."""
-        if self._resumed:
+        """Once volmig-api answers: resume or roll back what
+        ``find_interrupted`` found."""
+        if not self._interrupted:
             return
         ctxt = volmig_context.get_service_context()
-        with self.volumes.records(write=False) as records:
-            volumes = [dict(volume) for volume in records['volumes'].values()
-                       if volume.get('migration_status') in MIGRATING
-                       or volume.get('migration_src_path')]
-        # Raises while volmig-api is not up; the next run tries again.
-        self.client.list(ctxt, status=states.ACCEPTED)
-        self._resumed = True
+        try:
+            self.client.list(ctxt, status=states.ACCEPTED)
+        except messaging.MessagingTimeout:
+            LOG.warning('volmig-api does not answer yet; resuming the '
+                        'migrations under way later')
+            return
+        volumes, self._interrupted = self._interrupted, []
         for volume in volumes:
             try:
                 self._resume(ctxt, volume)

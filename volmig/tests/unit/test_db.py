@@ -92,11 +92,25 @@ class InstanceTaskStateTest(DatabaseTestCase):
                                 db.migration_create, self.ctxt,
                                 dict(values, uuid='m-2'))
         self.assertIn('attachment a', str(exc))
+        # Nor another attachment of the same volume, unless siblings.
+        self.assertRaises(exception.MigrationInProgress,
+                          db.migration_create, self.ctxt,
+                          dict(values, uuid='m-2', src_attachment_id='b'))
         # Once it has ended, the attachment may be migrated again.
         db.migration_update(self.ctxt, 'm-1', {'status': states.ERROR})
         db.migration_create(self.ctxt, dict(values, uuid='m-3'))
         self.assertEqual(['m-1', 'm-3'], [m['id'] for m in
                                           db.migration_get_all(self.ctxt)])
+
+    def test_sibling_migrations_of_a_shared_volume(self):
+        values = {'instance_uuid': 'i-1', 'volume_id': 'v', 'host': 'h',
+                  'mode': 'live', 'exclusive': False}
+        for attachment in ('a', 'b', 'c'):
+            db.migration_create(self.ctxt, dict(
+                values, uuid='m-' + attachment,
+                src_attachment_id=attachment))
+        self.assertEqual(3, len(db.migration_get_all(self.ctxt,
+                                                     volume_id='v')))
 
     def test_unknown_records(self):
         self.assertRaises(exception.InstanceNotFound, db.instance_get,
