@@ -60,6 +60,8 @@ class Healer:
             ctxt, busy, datetime.timedelta(seconds=2 * stall))}
         for migration in db.migrations_older_than(
                 ctxt, busy, datetime.timedelta(seconds=stall)):
+            if migration_conductor.start_in_flight(migration):
+                continue
             host = migration['host']
             if migration['id'] in hopeless or host in down:
                 why = ('the compute agent on host %s is down' % host

@@ -152,6 +152,10 @@ class InstanceConductor:
                     for index, (bd, mode) in enumerate(zip(block_devices,
                                                            modes,
                                                            strict=True))]
+            # Recorded, then checked, as an attach does.
+            for volume in volumes:
+                rules.check_can_attach(volume, db.migration_get_all(
+                    ctxt, status=states.IN_PROGRESS, volume_id=volume['id']))
         except Exception:
             for instance in built:
                 self._discard(ctxt, instance['uuid'])
@@ -252,6 +256,11 @@ class InstanceConductor:
             bdm = self._attach_records(ctxt, instance, volume_id, attach_mode,
                                        index, None)
             try:
+                # Recorded, then checked: a start that another conductor
+                # recorded meanwhile is seen now (its own check sees this
+                # mapping), and this attach gives way.
+                rules.check_can_attach(volume, db.migration_get_all(
+                    ctxt, status=states.IN_PROGRESS, volume_id=volume_id))
                 self.compute_api.attach_volume(
                     ctxt, instance['host'], instance, bdm,
                     host_version=service['version'])

@@ -13,6 +13,7 @@ from volmig import exception
 from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import rules
+from volmig.conf import CONF
 from volmig.db import api as db
 
 LOG = logging.getLogger(__name__)
@@ -32,6 +33,18 @@ def present(migration: dict) -> dict:
                       0.001)
         view['eta_seconds'] = round((total - done) * elapsed / done, 1)
     return view
+
+
+def start_in_flight(migration: dict) -> bool:
+    """A start that volmig-api may still be waiting on: its agent may not
+    have answered yet, or have the call still queued. Until volmig-api
+    gives up (rpc_response_timeout), the start is its to record, and no
+    one reconciles it."""
+    if migration['status'] != states.STARTING:
+        return False
+    changed = migration['updated_at'] or migration['created_at']
+    return (timeutils.delta_seconds(changed, timeutils.utcnow())
+            < CONF.rpc_response_timeout)
 
 
 def volume_lock(volume_id: str):
@@ -112,11 +125,29 @@ class MigrationConductor:
                 raise exception.MigrationInProgress(
                     what='server %s' % instance['uuid'],
                     reason=exc.message)
+        self._check_no_attach_raced(ctxt, migration, attached)
         LOG.info('Volume migration %(id)s accepted (%(mode)s) for volume '
                  '%(volume)s of server %(instance)s',
                  {'id': migration['id'], 'mode': mode,
                   'volume': volume['id'], 'instance': instance['uuid']})
         return {'migration': present(migration), 'bdm': bdm, 'created': True}
+
+    def _check_no_attach_raced(self, ctxt, migration: dict,
+                               attached: list[dict]) -> None:
+        """Recorded, then checked: an attach that another conductor made
+        while this start was deciding is seen now, and the start gives
+        way. The attach checks the same way the other round, so two
+        racers may both give way, but never both go on."""
+        known = {instance['uuid'] for instance in attached}
+        now = {bdm['instance_uuid'] for bdm in db.bdm_get_all(
+            ctxt, volume_id=migration['volume_id'])}
+        if now <= known:
+            return
+        reason = ('server %s attached it while the migration started; '
+                  'start again' % ', '.join(sorted(now - known)))
+        self.fail(ctxt, migration['id'], reason, recovery_needed=False)
+        raise exception.MigrationInProgress(
+            what='volume %s' % migration['volume_id'], reason=reason)
 
     def accept_cancel(self, ctxt, src_attachment_id: str) -> dict:
         """Returns ``{'migration', 'bdm', 'send'}``."""
@@ -344,7 +375,8 @@ class MigrationConductor:
     def work_for_host(self, ctxt, host: str) -> list[dict]:
         """Every migration an agent starting up on ``host`` must settle."""
         return [self.work(ctxt, migration) for migration in
-                db.migration_get_all_for_recovery(ctxt, host)]
+                db.migration_get_all_for_recovery(ctxt, host)
+                if not start_in_flight(migration)]
 
     @staticmethod
     def _unlock_instance(ctxt, migration: dict) -> None:

@@ -2,8 +2,11 @@
 
 import threading
 
+from oslo_utils import uuidutils
+
 from volmig import exception
 from volmig import states
+from volmig.db import api as db
 from volmig.tests.functional import base
 
 
@@ -113,3 +116,30 @@ class MigrationRaceTest(base.ServicesTestCase):
             self.assertEqual(
                 [], self.conductor.instance_get(
                     self.admin, other['uuid'])['block_devices'])
+
+    def test_a_start_gives_way_to_an_attach_it_did_not_see(self):
+        """What several conductors need: the database, not a lock of one
+        process, settles an attach against a start."""
+        server, bdm = self.create_server(multiattach=True)
+        [other] = self.conductor.build_instances(self.user, 'other', [], 1,
+                                                 None)
+        self.wait_for_server(other['uuid'], states.VM_ACTIVE)
+        migration = self.client.start(self.ctxt, bdm['attachment_id'])
+        # What another conductor's attach recorded while this start was
+        # deciding, from the records this start had read.
+        db.bdm_create(self.admin, {
+            'instance_uuid': other['uuid'], 'volume_id': bdm['volume_id'],
+            'attachment_id': uuidutils.generate_uuid(),
+            'attach_mode': 'rw', 'device_name': '/dev/vda'})
+        migrations = self.services['conductor-host'].manager.migrations
+        exc = self.assertRaises(
+            exception.MigrationInProgress,
+            migrations._check_no_attach_raced, self.admin,
+            db.migration_get(self.admin, migration['id']),
+            [db.instance_get(self.admin, server['uuid'])])
+        self.assertIn(other['uuid'], exc.message)
+        failed = self.client.get(self.ctxt, migration['id'])
+        self.assertEqual((states.ERROR, False),
+                         (failed['status'], failed['recovery_needed']))
+        self.assertIsNone(self.conductor.instance_get(
+            self.admin, server['uuid'])['task_state'])
