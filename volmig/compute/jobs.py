@@ -27,8 +27,14 @@ class JobRunner:
 
     def submit(self, name: str, job: base.Job,
                report: Callable[[base.JobProgress], None],
-               on_error: Callable[[Exception], None]) -> futurist.Future:
+               on_error: Callable[[Exception], None]
+               ) -> futurist.Future | None:
         with self._lock:
+            if name in self._running:
+                # Two pollers of one job would each see it end, and the
+                # second would take its disappearance for a failure.
+                LOG.info('Job %s is already followed here', name)
+                return None
             self._running.add(name)
         return self._executor.submit(self._run, name, job, report, on_error)
 

@@ -35,7 +35,11 @@ class QemuTestCase(base.ProcessTestCase):
                 ('volume', 'backend'): 'file',
                 ('storage', 'pools'): pools,
                 # Small copy chunks, so zero detection is fine-grained.
-                ('storage', 'copy_chunk_kb'): 64}
+                ('storage', 'copy_chunk_kb'): 64,
+                # Longer than an agent restart on a busy machine: these
+                # tests restart agents on purpose, and the healer must
+                # not fail their migrations first.
+                ('conductor', 'migration_stall_timeout'): 20}
 
     def setUp(self):
         super().setUp()

@@ -33,10 +33,6 @@ class RecoveryTestCase(data_path.QemuTestCase):
         options = super().options()
         # A start whose agent dies must fail in a test's time.
         options[('DEFAULT', 'rpc_response_timeout')] = 15
-        # These tests prove the agent's own reconciliation after it comes
-        # back: the healer must not fail the migration first while a busy
-        # machine restarts the agent (the healer's path has its tests).
-        options[('conductor', 'migration_stall_timeout')] = 20
         return options
 
     def crash_agent_at(self, step: str) -> None:

@@ -1,0 +1,326 @@
+"""The compute agent's side of volume migrations.
+
+Start, cancel and complete drive the driver and report how their jobs
+end to the conductor, which records every status. ``reconcile`` settles
+a migration against its guest after a crash: it finishes what was past
+the switch and rolls back what was not.
+"""
+
+from oslo_concurrency import lockutils
+from oslo_log import log as logging
+
+from volmig import exception
+from volmig import notifications
+from volmig import states
+
+LOG = logging.getLogger(__name__)
+
+START = 'volume_migration.start'
+CANCEL = 'volume_migration.cancel'
+COMPLETE = 'volume_migration.complete'
+# The notification a job that ends in this status belongs to.
+_EVENTS = {states.CANCELLED: CANCEL, states.COMPLETED: COMPLETE}
+
+
+class MigrationRunner:
+    """One agent's migrations; the manager serializes them per server."""
+
+    def __init__(self, host: str, driver, conductor, jobs, notifier):
+        self.host = host
+        self.driver = driver
+        self.conductor = conductor
+        self.jobs = jobs
+        self.notifier = notifier
+        # Migrations being merged on disk after QEMU died: a failure there
+        # is final.
+        self._merging_on_disk: set[str] = set()
+        # Starts this process answered: never rolled back as unanswered.
+        self._answered_starts: set[str] = set()
+
+    def _instance(self, migration):
+        return {'uuid': migration['instance_uuid'], 'host': self.host}
+
+    def _fail(self, ctxt, migration, exc, recovery_needed, event):
+        message = exception.safe_message(exc)
+        self.notifier.notify(ctxt, event, 'error',
+                             notifications.migration_data(migration), exc)
+        self.conductor.migration_fail(ctxt, migration['id'], message,
+                                      recovery_needed)
+
+    def start(self, ctxt, migration, bdm):
+        """Stop every write to src; returns ``{'pauses'}``.
+
+        A caller older than 1.3 recorded the migration as ``accepted`` and
+        expects the agent to report the start itself.
+        """
+        LOG.info('Starting volume migration %s', migration['id'],
+                 instance_uuid=migration['instance_uuid'])
+        legacy = migration['status'] == states.ACCEPTED
+        self.notifier.notify(ctxt, START, 'start',
+                             notifications.migration_data(migration))
+        try:
+            pauses = self.driver.migration_start(self._instance(migration),
+                                                 bdm, migration)
+        except Exception as exc:
+            # The driver undoes a failed start, so the guest is on src.
+            LOG.exception('Volume migration %s could not start',
+                          migration['id'])
+            if legacy:
+                self._fail(ctxt, migration, exc, False, START)
+            else:
+                self.notifier.notify(ctxt, START, 'error',
+                                     notifications.migration_data(migration),
+                                     exc)
+            if isinstance(exc, exception.VolmigException):
+                raise
+            raise exception.DriverError(action='start the migration',
+                                        reason=exc)
+        self.notifier.notify(ctxt, START, 'end', notifications.migration_data(
+            dict(migration, status=states.STARTED, pauses_ms=pauses)))
+        if legacy:
+            return self.conductor.migration_started(ctxt, migration, pauses)
+        self._answered_starts.add(migration['id'])
+        return {'pauses': pauses}
+
+    def cancel(self, ctxt, migration, bdm):
+        LOG.info('Cancelling volume migration %s', migration['id'],
+                 instance_uuid=migration['instance_uuid'])
+        if not self._still(ctxt, migration):
+            return
+        self.notifier.notify(ctxt, CANCEL, 'start',
+                             notifications.migration_data(migration))
+        self._merge_back(ctxt, migration, bdm, CANCEL,
+                         self._finisher(ctxt, migration, states.CANCELLED))
+
+    def _still(self, ctxt, migration) -> bool:
+        """Whether a cast is still current: one that waited in the queue
+        while this agent was down may have been overtaken by the healer."""
+        self._answered_starts.discard(migration['id'])
+        current = self.conductor.migration_get(ctxt, migration['id'])
+        if current['status'] == migration['status']:
+            return True
+        LOG.warning('Ignoring a stale request for volume migration %(id)s: '
+                    'it was %(sent)s when sent and is %(now)s now',
+                    {'id': migration['id'], 'sent': migration['status'],
+                     'now': current['status']})
+        return False
+
+    def _merge_back(self, ctxt, migration, bdm, event, finish):
+        """Send the guest back to src; ``finish(job)`` once merged."""
+        try:
+            job = self.driver.migration_cancel(self._instance(migration),
+                                               bdm, migration)
+        except Exception as exc:
+            LOG.exception('Volume migration %s could not go back to src',
+                          migration['id'])
+            self._failed(ctxt, migration, exc, event)
+            return
+        self._run_job(ctxt, migration, bdm, job, event, finish)
+
+    def complete(self, ctxt, migration, bdm, dst_connection_info):
+        LOG.info('Completing volume migration %s', migration['id'],
+                 instance_uuid=migration['instance_uuid'])
+        if not self._still(ctxt, migration):
+            return
+        self.notifier.notify(ctxt, COMPLETE, 'start',
+                             notifications.migration_data(migration))
+        self._switch(ctxt, migration, bdm, dst_connection_info)
+
+    def _switch(self, ctxt, migration, bdm, dst_connection_info):
+        """Put the guest on dst, report it, and commit the overlay."""
+        instance = self._instance(migration)
+        try:
+            pauses = self.driver.migration_switch(instance, bdm, migration,
+                                                  dst_connection_info)
+        except Exception as exc:
+            # A dst that does not fit is refused before anything switches;
+            # other failures may strike mid-switch, so ask the guest.
+            side = self._side_after_failure(instance, bdm, migration,
+                                            dst_connection_info)
+            if side != 'dst':
+                self._roll_back(ctxt, migration, bdm, exc)
+                return
+            pauses = {}
+        self.conductor.migration_switched(ctxt, migration['id'], pauses)
+        self._commit(ctxt, migration, bdm)
+
+    def _side_after_failure(self, instance, bdm, migration,
+                            dst_connection_info) -> str | None:
+        try:
+            return self.driver.migration_recover(instance, bdm, migration,
+                                                 dst_connection_info)
+        except Exception:
+            LOG.exception('Volume migration %s: cannot tell which volume '
+                          'the guest is on', migration['id'])
+            return None
+
+    def _commit(self, ctxt, migration, bdm):
+        try:
+            job = self.driver.migration_commit(self._instance(migration),
+                                               bdm, migration)
+        except Exception as exc:
+            LOG.exception('Volume migration %s could not commit',
+                          migration['id'])
+            self._failed(ctxt, migration, exc, COMPLETE)
+            return
+        self._run_job(ctxt, migration, bdm, job, COMPLETE,
+                      self._finisher(ctxt, migration, states.COMPLETED))
+
+    def _roll_back(self, ctxt, migration, bdm, reason):
+        """After a refused switch: merge the overlay back into src."""
+        LOG.error('Volume migration %s refused at complete, going back to '
+                  'src: %s', migration['id'], reason,
+                  instance_uuid=migration['instance_uuid'])
+
+        def finish(job):
+            self._fail(ctxt, migration, reason, False, COMPLETE)
+        self._merge_back(ctxt, migration, bdm, COMPLETE, finish)
+
+    def _finisher(self, ctxt, migration, final_status):
+        def finish(job):
+            ended = self.conductor.migration_job_ended(
+                ctxt, migration['id'], final_status, dict(job.pauses))
+            self.notifier.notify(ctxt, _EVENTS[final_status], 'end',
+                                 notifications.migration_data(ended))
+        return finish
+
+    def _run_job(self, ctxt, migration, bdm, job, event, finish):
+        """Run a driver job, report its progress, then ``finish(job)``.
+
+        If the job fails because QEMU died under it, the overlay is merged
+        on disk by reconciling the migration; other failures are recorded.
+        """
+        def report(progress):
+            if progress.bytes_total:
+                self.conductor.migration_report_progress(
+                    ctxt, migration['id'], progress.bytes_done,
+                    progress.bytes_total)
+            if progress.finished:
+                finish(job)
+                self._sync_power_state(ctxt, migration)
+
+        def on_error(exc):
+            self._failed(ctxt, migration, exc, event)
+
+        self.jobs.submit(migration['id'], job, report, on_error)
+
+    def _failed(self, ctxt, migration, exc, event) -> None:
+        """A step failed after the guest left src's safety.
+
+        If QEMU died under it, the overlay is merged on disk by
+        reconciling the migration; otherwise an operator must look.
+        """
+        instance = self._instance(migration)
+        if (self.driver.get_power_state(instance) == states.POWER_RUNNING
+                or migration['id'] in self._merging_on_disk):
+            self._fail(ctxt, migration, exc, True, event)
+            return
+        LOG.warning('The guest of volume migration %s went down under it; '
+                    'merging on disk', migration['id'])
+        self._merging_on_disk.add(migration['id'])
+        try:
+            for item in self.conductor.migration_work_for_host(ctxt,
+                                                               self.host):
+                if item['migration']['id'] == migration['id']:
+                    self._reconcile(ctxt, **item)
+        finally:
+            self._merging_on_disk.discard(migration['id'])
+
+    def _sync_power_state(self, ctxt, migration) -> None:
+        instance = self._instance(migration)
+        if self.driver.get_power_state(instance) != states.POWER_RUNNING:
+            self.conductor.instance_power_changed(
+                ctxt, instance['uuid'], states.POWER_SHUTDOWN,
+                states.VM_STOPPED)
+
+    # Reconciliation, at start-up and when the conductor asks.
+
+    def reconcile(self, ctxt, migration, bdm, dst_connection_info):
+        try:
+            with lockutils.lock('instance-%s' % migration['instance_uuid']):
+                if self._still_to_reconcile(ctxt, migration):
+                    self._reconcile(ctxt, migration, bdm,
+                                    dst_connection_info)
+        except Exception:
+            LOG.exception('Could not reconcile volume migration %s; the '
+                          'conductor asks again when it stalls',
+                          migration['id'])
+
+    def _still_to_reconcile(self, ctxt, migration) -> bool:
+        """Whether the request is still current, now that this agent holds
+        the server: the work list may predate a step taken since."""
+        if (migration['status'] == states.STARTING
+                and migration['id'] in self._answered_starts):
+            # Answered by this process: its caller records it.
+            return False
+        current = self.conductor.migration_get(ctxt, migration['id'])
+        return ((current['status'], current['recovery_needed'])
+                == (migration['status'], migration['recovery_needed']))
+
+    def _reconcile(self, ctxt, migration, bdm, dst_connection_info):
+        """Finish or roll back one migration, from where the guest is."""
+        if self.jobs.running(migration['id']):
+            # Its job is alive here: that is the answer.
+            self.conductor.migration_report_progress(ctxt, migration['id'],
+                                                     0, 0)
+            return
+        if bdm is None:
+            LOG.error('Volume migration %s has no block device mapping '
+                      'left to reconcile', migration['id'])
+            return
+        status = migration['status']
+        LOG.warning('Reconciling volume migration %(id)s (%(status)s)',
+                    {'id': migration['id'], 'status': status},
+                    instance_uuid=migration['instance_uuid'])
+        side = self.driver.migration_recover(
+            self._instance(migration), bdm, migration, dst_connection_info)
+        if status == states.ERROR:
+            self._recover_failed(ctxt, migration, bdm, side)
+        elif status == states.STARTING:
+            reason = ('the compute agent on %s stopped before it answered '
+                      'the start; the guest is back on src' % self.host)
+            self._merge_back(
+                ctxt, migration, bdm, START,
+                lambda job: self._fail(ctxt, migration, reason, False,
+                                       START))
+        elif status == states.STARTED:
+            # Nothing to do until the block-storage service asks; say that
+            # the agent still holds the migration.
+            self.conductor.migration_report_progress(ctxt, migration['id'],
+                                                     0, 0)
+            self._sync_power_state(ctxt, migration)
+        elif status == states.CANCELLING:
+            self._merge_back(ctxt, migration, bdm, CANCEL,
+                             self._finisher(ctxt, migration,
+                                            states.CANCELLED))
+        elif status == states.COMPLETING and side != 'dst':
+            self._switch(ctxt, migration, bdm, dst_connection_info)
+        elif status == states.COMPLETING:
+            self.conductor.migration_switched(ctxt, migration['id'], {})
+            self._commit(ctxt, migration, bdm)
+        elif status in (states.SRC_RELEASED, states.COMMITTING):
+            self._commit(ctxt, migration, bdm)
+
+    def _recover_failed(self, ctxt, migration, bdm, side):
+        """A failed migration left the guest off src: make it whole."""
+        def recovered(job):
+            self.conductor.migration_recovered(ctxt, migration['id'], side)
+            self._sync_power_state(ctxt, migration)
+        instance = self._instance(migration)
+        try:
+            if side == 'dst':
+                job = self.driver.migration_commit(instance, bdm, migration)
+            else:
+                job = self.driver.migration_cancel(instance, bdm, migration)
+        except Exception:
+            LOG.exception('Volume migration %s: recovery failed; it needs '
+                          'an operator', migration['id'])
+            return
+        def report(progress):
+            if progress.finished:
+                recovered(job)
+
+        def on_error(exc):
+            LOG.error('Volume migration %s: recovery failed: %s',
+                      migration['id'], exc)
+        self.jobs.submit(migration['id'], job, report, on_error)
