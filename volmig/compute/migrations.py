@@ -107,12 +107,16 @@ class MigrationRunner:
 
     def _merge_back(self, ctxt, migration, bdm, event, finish):
         """Send the guest back to src; ``finish(job)`` once merged."""
+        self._drive(ctxt, migration, bdm, self.driver.migration_cancel,
+                    event, finish)
+
+    def _drive(self, ctxt, migration, bdm, step, event, finish):
+        """Run a driver step's job; a step that fails is ``_failed``."""
         try:
-            job = self.driver.migration_cancel(self._instance(migration),
-                                               bdm, migration)
+            job = step(self._instance(migration), bdm, migration)
         except Exception as exc:
-            LOG.exception('Volume migration %s could not go back to src',
-                          migration['id'])
+            LOG.exception('Volume migration %s: %s failed', migration['id'],
+                          step.__name__)
             self._failed(ctxt, migration, exc, event)
             return
         self._run_job(ctxt, migration, bdm, job, event, finish)
@@ -155,16 +159,9 @@ class MigrationRunner:
             return None
 
     def _commit(self, ctxt, migration, bdm):
-        try:
-            job = self.driver.migration_commit(self._instance(migration),
-                                               bdm, migration)
-        except Exception as exc:
-            LOG.exception('Volume migration %s could not commit',
-                          migration['id'])
-            self._failed(ctxt, migration, exc, COMPLETE)
-            return
-        self._run_job(ctxt, migration, bdm, job, COMPLETE,
-                      self._finisher(ctxt, migration, states.COMPLETED))
+        self._drive(ctxt, migration, bdm, self.driver.migration_commit,
+                    COMPLETE, self._finisher(ctxt, migration,
+                                             states.COMPLETED))
 
     def _roll_back(self, ctxt, migration, bdm, reason):
         """After a refused switch: merge the overlay back into src."""
