@@ -30,14 +30,14 @@ import os  # noqa: E402
 import subprocess  # noqa: E402  # nosec B404
 import time  # noqa: E402
 
+from tests import nbd_writer as guest_io  # noqa: E402
+from tests.integration import cluster  # noqa: E402
 from volmig import client  # noqa: E402
 from volmig import context as volmig_context  # noqa: E402
 from volmig import states  # noqa: E402
 from volmig import volume  # noqa: E402
-from volmig.compute.drivers.qemu import guest_io  # noqa: E402
 from volmig.conductor import rpcapi as conductor_rpcapi  # noqa: E402
 from volmig.conf import CONF  # noqa: E402
-from volmig.tests.integration import cluster  # noqa: E402
 
 MIB = 1024 * 1024
 

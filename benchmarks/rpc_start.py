@@ -23,6 +23,7 @@ import time  # noqa: E402
 import fixtures  # noqa: E402
 import oslo_messaging as messaging  # noqa: E402
 
+from tests.integration import cluster  # noqa: E402
 from volmig import client  # noqa: E402
 from volmig import config  # noqa: E402
 from volmig import context as volmig_context  # noqa: E402
@@ -33,7 +34,6 @@ from volmig.conductor import rpcapi as conductor_rpcapi  # noqa: E402
 from volmig.conf import CONF  # noqa: E402
 from volmig.db import api as db_api  # noqa: E402
 from volmig.db import migration  # noqa: E402
-from volmig.tests.integration import cluster  # noqa: E402
 
 
 class Echo:

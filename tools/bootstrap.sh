@@ -28,4 +28,6 @@ if ! rabbitmqctl -q status >/dev/null 2>&1; then
     rabbitmq-server -detached
 fi
 rabbitmqctl -q await_startup --timeout 120
-echo "volmig is installed in .venv; RabbitMQ is running."
+# volmig-guest, the Linux guest of the demo and the tests.
+tools/build-guest-image.sh
+echo "volmig is installed in .venv; RabbitMQ is running; volmig-guest is in build/guest-image."

@@ -3,18 +3,23 @@
 SQLite and the state live under one directory; the transport is
 ``fake://`` unless a RabbitMQ URL is given. With the qemu driver,
 volmig-volume runs too, with pools ``pool-a`` and ``pool-b`` under the
-state directory. The REST API uses noauth2.
+state directory, and the guest image built by
+``tools/build-guest-image.sh`` is registered as ``volmig-guest``. The REST
+API uses noauth2.
 """
 
 import os
 
+from volmig import exception
 from volmig import service
 from volmig.api import http
+from volmig.compute.drivers.qemu import images
 from volmig.conf import CONF
 from volmig.db import api as db_api
 from volmig.db import migration
 
 POOLS = ('pool-a', 'pool-b')
+GUEST_IMAGE = 'volmig-guest'
 
 
 def configure(state_dir: str, driver: str, transport_url: str) -> None:
@@ -33,6 +38,23 @@ def configure(state_dir: str, driver: str, transport_url: str) -> None:
                 for pool in POOLS}, group='storage')
     db_api.configure(CONF.database.connection)
     migration.upgrade()
+
+
+def register_guest_image(build_dir: str) -> dict | None:
+    """``volmig-guest`` from a build directory, registered once."""
+    store = images.ImageStore(CONF.qemu.image_dir)
+    try:
+        return store.get(GUEST_IMAGE)
+    except exception.ImageNotFound:
+        pass
+    if not os.path.exists(os.path.join(build_dir, 'vmlinuz')):
+        return None
+    with open(os.path.join(build_dir, 'cmdline')) as cmdline:
+        return store.register(
+            GUEST_IMAGE, kernel=os.path.join(build_dir, 'vmlinuz'),
+            initrd=os.path.join(build_dir, 'initrd.gz'),
+            cmdline=cmdline.read().strip(),
+            disk=os.path.join(build_dir, 'disk.raw'))
 
 
 def compute_hosts(count: int) -> list[str]:

@@ -94,6 +94,10 @@ class InstanceNotFound(NotFound):
     msg_fmt = 'Server %(instance_uuid)s could not be found.'
 
 
+class ImageNotFound(NotFound):
+    msg_fmt = 'Image %(image)s could not be found.'
+
+
 class VolumeNotFound(NotFound):
     msg_fmt = 'Volume %(volume_id)s could not be found.'
 
@@ -149,6 +153,11 @@ class MigrationRecoveryRefused(Conflict):
 class ComputeTooOld(Conflict):
     msg_fmt = ('The compute agent on host %(host)s is too old for '
                '%(feature)s (it needs compute RPC %(needed)s).')
+
+
+class ServiceTooOld(Conflict):
+    msg_fmt = ('%(service)s is too old for %(feature)s (it needs RPC '
+               '%(needed)s); upgrade it first.')
 
 
 class NoValidHost(Conflict):

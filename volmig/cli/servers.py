@@ -29,6 +29,9 @@ class CreateServer(lister.Lister):
                             help='How many servers; they share the '
                                  'volumes, which must be multiattach.')
         parser.add_argument('--host', help='Pin to this compute host.')
+        parser.add_argument('--image', help='Boot this image\'s kernel '
+                            '(see "volmig-manage image list"); without it, '
+                            'the first volume boots through the firmware.')
         return parser
 
     def take_action(self, args):
@@ -41,6 +44,11 @@ class CreateServer(lister.Lister):
                       for index, volume in enumerate(args.volume)]}
         if args.host:
             server['availability_zone'] = 'nova:%s' % args.host
+        if args.image:
+            server['imageRef'] = args.image
+            # Booted by its kernel: the volumes are data disks.
+            for bdm in server['block_device_mapping_v2']:
+                bdm['boot_index'] = None
         created = self.app.api.post('/servers', {'server': server})
         servers = created.get('servers', [created['server']])
         return ('id', 'name'), [(s['id'], s['name']) for s in servers]
@@ -97,3 +105,19 @@ class StartServer(_ServerCommand):
     def take_action(self, args):
         self.app.api.post('/servers/%s/action' % args.server,
                           {'os-start': None})
+
+
+class ConsoleLog(_ServerCommand):
+    """Print a server's serial console log."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('--lines', type=int, default=None,
+                            help='Only the last N lines.')
+        return parser
+
+    def take_action(self, args):
+        body = {'os-getConsoleOutput': {'length': args.lines}}
+        output = self.app.api.post('/servers/%s/action' % args.server,
+                                   body)['output']
+        self.app.stdout.write(output)

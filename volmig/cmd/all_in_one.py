@@ -21,6 +21,10 @@ cli_opts = [
     cfg.PortOpt('api-port', default=8788,
                 help='Port of the REST API (noauth2) on 127.0.0.1; 0 picks '
                      'a free one.'),
+    cfg.StrOpt('guest-image', default='build/guest-image',
+               help='Where tools/build-guest-image.sh put volmig-guest; '
+                    'with the qemu driver it is registered under that '
+                    'name.'),
     cfg.StrOpt('transport-url', dest='aio_transport_url', default='fake://',
                help='RPC transport; fake:// keeps everything in process, a '
                     'rabbit:// URL lets other processes use volmig.client.'),
@@ -31,6 +35,8 @@ def main() -> None:
     CONF.register_cli_opts(cli_opts)
     config.parse_args(sys.argv[1:])
     embedded.configure(CONF.state_dir, CONF.driver, CONF.aio_transport_url)
+    if CONF.driver == 'qemu':
+        embedded.register_guest_image(CONF.guest_image)
     api = http.HTTPService('127.0.0.1', CONF.api_port)
 
     def started():

@@ -1,9 +1,11 @@
 """volmig-manage: operator commands.
 
-``db sync|version``; ``volume list`` and ``volume migrate VOLUME --to
-POOL [--max-bandwidth-mbps N] [--wait]``, which ask volmig-volume over
-RPC; ``migration list|show|recover|abort`` and ``server reset-state``,
-which ask the conductor. Each prints a refusal's reason and exits 1.
+``db sync|version``; ``image register|list|delete``, the guest images
+of this compute host's ``[qemu] image_dir``; ``volume list`` and
+``volume migrate VOLUME --to POOL [--max-bandwidth-mbps N] [--wait]``,
+which ask volmig-volume over RPC; ``migration
+list|show|recover|abort`` and ``server reset-state``, which ask the
+conductor. Each prints a refusal's reason and exits 1.
 """
 
 import sys
@@ -15,6 +17,7 @@ from volmig import config
 from volmig import context as volmig_context
 from volmig import exception
 from volmig import rpc
+from volmig.compute.drivers.qemu import images
 from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
 from volmig.db import migration as schema
@@ -28,6 +31,30 @@ def _db_sync() -> None:
 
 def _db_version() -> None:
     print(schema.current_revision() or 'empty')
+
+
+def _images() -> images.ImageStore:
+    return images.ImageStore(CONF.qemu.image_dir)
+
+
+def _image_register() -> None:
+    command = CONF.category
+    image = _images().register(command.name, kernel=command.kernel,
+                               initrd=command.initrd,
+                               cmdline=command.cmdline or '',
+                               disk=command.disk)
+    print('image %s registered in %s' % (image['name'], CONF.qemu.image_dir))
+
+
+def _image_list() -> None:
+    for image in _images().list():
+        kind = 'kernel' if image.get('kernel') else 'disk'
+        print('%-24s %-6s %s' % (image['name'], kind, image['cmdline']))
+
+
+def _image_delete() -> None:
+    _images().delete(CONF.category.name)
+    print('image %s deleted' % CONF.category.name)
 
 
 def _volume_list() -> None:
@@ -123,12 +150,32 @@ _COMMANDS = {('db', 'sync'): _db_sync, ('db', 'version'): _db_version,
              ('migration', 'show'): _migration_show,
              ('migration', 'recover'): _migration_recover,
              ('migration', 'abort'): _migration_abort,
-             ('server', 'reset-state'): _server_reset_state}
+             ('server', 'reset-state'): _server_reset_state,
+             ('image', 'register'): _image_register,
+             ('image', 'list'): _image_list,
+             ('image', 'delete'): _image_delete}
 
 
 def _add_parsers(subparsers):
     db = subparsers.add_parser('db', help='Database schema.')
     db.add_argument('action', choices=['sync', 'version'])
+    image = subparsers.add_parser(
+        'image', help='Guest images in [qemu] image_dir (on each compute '
+                      'host).')
+    actions = image.add_subparsers(dest='action', required=True)
+    register = actions.add_parser(
+        'register', help='Copy a kernel (with an initramfs and a command '
+                         'line) or a bootable disk in as an image.')
+    register.add_argument('name')
+    register.add_argument('--kernel')
+    register.add_argument('--initrd')
+    register.add_argument('--cmdline')
+    register.add_argument('--disk', help='A raw bootable disk, for volumes '
+                                         'to be filled from.')
+    actions.add_parser('list', help='List images.')
+    delete = actions.add_parser('delete', help='Delete an image.')
+    delete.add_argument('name')
+
     vol = subparsers.add_parser('volume', help='Volumes of volmig-volume.')
     actions = vol.add_subparsers(dest='action', required=True)
     actions.add_parser('list', help='List volumes.')

@@ -61,7 +61,9 @@ class ComputeManager:
         return version, self.driver.capabilities
 
     def periodic_tasks(self):
-        return [(CONF.report_interval, self.reconcile_after_restart)]
+        return [(CONF.report_interval, self.reconcile_after_restart),
+                (CONF.compute.sync_power_state_interval,
+                 self.sync_power_states)]
 
     def init_host(self) -> None:
         self.driver.init_host(self.host)
@@ -92,6 +94,29 @@ class ComputeManager:
             with lockutils.lock('instance-%s' % entry['instance_uuid']):
                 self._recover_swap(ctxt, entry)
 
+    def sync_power_states(self) -> None:
+        """Record a guest that powered off or died as shut off.
+
+        A server with a task is left to the task, which sees the guest
+        itself.
+        """
+        ctxt = context.get_admin_context()
+        try:
+            instances = self.conductor.instance_list(ctxt)
+        except messaging.MessagingTimeout:
+            return
+        for instance in instances:
+            if (instance['host'] != self.host or instance['task_state']
+                    or instance['vm_state'] != states.VM_ACTIVE):
+                continue
+            with lockutils.lock('instance-%s' % instance['uuid']):
+                power = self.driver.get_power_state(instance)
+                if power == states.POWER_SHUTDOWN:
+                    LOG.warning('The guest is %s; recording the server as '
+                                'stopped', power, instance=instance)
+                    self.conductor.instance_power_changed(
+                        ctxt, instance['uuid'], power, states.VM_STOPPED)
+
     def cleanup_host(self) -> None:
         self.jobs.stop()
         if CONF.compute.stop_guests_on_exit:
@@ -111,7 +136,8 @@ class ComputeManager:
                 self.driver.spawn(instance, block_devices)
         except Exception as exc:
             LOG.exception('Build failed', instance=instance)
-            self.conductor.instance_build_failed(ctxt, instance['uuid'])
+            self.conductor.instance_build_failed(
+                ctxt, instance['uuid'], exception.safe_message(exc))
             raise exception.DriverError(action='build', reason=exc)
         self.conductor.instance_built(ctxt, instance['uuid'],
                                       self.driver.get_power_state(instance))
@@ -158,9 +184,21 @@ class ComputeManager:
     @rpc.endpoint
     @locked_instance
     def detach_volume(self, ctxt, instance, bdm):
-        self.driver.detach_volume(instance, bdm)
+        try:
+            self.driver.detach_volume(instance, bdm)
+        except Exception as exc:
+            LOG.exception('Detaching volume %s failed', bdm['volume_id'],
+                          instance=instance)
+            self.conductor.volume_detach_failed(
+                ctxt, instance['uuid'], bdm['volume_id'],
+                exception.safe_message(exc))
+            return
         self.conductor.volume_detached(ctxt, instance['uuid'],
                                        bdm['volume_id'])
+
+    @rpc.endpoint
+    def get_console_output(self, ctxt, instance, length=None):
+        return self.driver.get_console_output(instance, length)
 
     @rpc.endpoint
     @locked_instance

@@ -29,10 +29,11 @@ LOG = logging.getLogger(__name__)
 
 # The agent's binary name, which is also its RPC topic.
 BINARY = TOPIC = 'volmig-compute'
-RPC_API_VERSION = '1.3'
+RPC_API_VERSION = '1.4'
 READONLY_ATTACH_VERSION = '1.1'
 SWAP_VERSION = '1.2'
 OWNER_VERSION = '1.3'
+CONSOLE_VERSION = '1.4'
 
 # Release names an operator may put in [upgrade_levels] compute.
 VERSION_ALIASES = {
@@ -127,6 +128,13 @@ class ComputeAPI:
             kwargs['attach_mode'] = bdm['attach_mode']
         return self._prepare(host, version).call(ctxt, 'attach_volume',
                                                  **kwargs)
+
+    def get_console_output(self, ctxt, host, instance, length=None):
+        if not self.can_send_version(CONSOLE_VERSION):
+            raise exception.ComputeTooOld(host=host, feature='console output',
+                                          needed=CONSOLE_VERSION)
+        return self._prepare(host, CONSOLE_VERSION).call(
+            ctxt, 'get_console_output', instance=instance, length=length)
 
     def detach_volume(self, ctxt, host, instance, bdm):
         self._prepare(host, '1.0').cast(ctxt, 'detach_volume',

@@ -83,26 +83,35 @@ class InstanceConductor:
                     compute_rpcapi.READONLY_ATTACH_VERSION,
                     service['version']))
 
-    def _connect(self, ctxt, instance: dict, volume_id: str,
+    def _connect(self, ctxt, instance: dict, volume: dict,
                  attach_mode: str) -> dict:
-        """A new attachment, connected to the instance's host."""
+        """A new attachment, connected to the instance's host.
+
+        Its connection info says whether the volume is multiattach, as
+        Nova's does: the hypervisor lets other writers share only such a
+        volume.
+        """
         attachment = self.volume_api.attachment_create(
-            ctxt, volume_id, instance['uuid'], attach_mode)
+            ctxt, volume['id'], instance['uuid'], attach_mode)
         try:
-            return self.volume_api.attachment_update(
+            attachment = self.volume_api.attachment_update(
                 ctxt, attachment['id'],
                 {'host': instance['host'], 'mode': attach_mode})
         except Exception:
             self.volume_api.attachment_delete(ctxt, attachment['id'])
             raise
+        attachment['connection_info'] = dict(
+            attachment['connection_info'],
+            multiattach=bool(volume.get('multiattach')))
+        return attachment
 
-    def _attach_records(self, ctxt, instance: dict, volume_id: str,
+    def _attach_records(self, ctxt, instance: dict, volume: dict,
                         attach_mode: str, index: int,
                         boot_index: int | None) -> dict:
-        attachment = self._connect(ctxt, instance, volume_id, attach_mode)
+        attachment = self._connect(ctxt, instance, volume, attach_mode)
         try:
             return db.bdm_create(ctxt, {
-                'instance_uuid': instance['uuid'], 'volume_id': volume_id,
+                'instance_uuid': instance['uuid'], 'volume_id': volume['id'],
                 'attachment_id': attachment['id'],
                 'attach_mode': attach_mode,
                 'device_name': _device_name(index),
@@ -120,7 +129,7 @@ class InstanceConductor:
     # Servers.
 
     def build(self, ctxt, name: str, block_devices: list[dict], count: int,
-              host: str | None) -> list[dict]:
+              host: str | None, image_ref: str | None = None) -> list[dict]:
         rules.check_block_devices(block_devices)
         # Guests have no local disks: only volumes are attached.
         block_devices = [bd for bd in block_devices
@@ -144,14 +153,14 @@ class InstanceConductor:
                                                                number + 1),
                     'project_id': ctxt.project_id, 'user_id': ctxt.user_id,
                     'host': service['host'], 'vm_state': states.VM_BUILDING,
-                    'power_state': states.POWER_NOSTATE})
+                    'power_state': states.POWER_NOSTATE,
+                    'image_ref': image_ref})
                 built.append(instance)
                 instance['block_devices'] = [
-                    self._attach_records(ctxt, instance, bd['volume_id'],
-                                         mode, index, bd.get('boot_index'))
-                    for index, (bd, mode) in enumerate(zip(block_devices,
-                                                           modes,
-                                                           strict=True))]
+                    self._attach_records(ctxt, instance, volume, mode, index,
+                                         bd.get('boot_index'))
+                    for index, (bd, volume, mode) in enumerate(
+                        zip(block_devices, volumes, modes, strict=True))]
             # Recorded, then checked, as an attach does.
             for volume in volumes:
                 rules.check_can_attach(volume, db.migration_get_all(
@@ -187,9 +196,16 @@ class InstanceConductor:
             values['task_state'] = None
         return db.instance_update(ctxt, instance_uuid, values)
 
-    def build_failed(self, ctxt, instance_uuid: str) -> dict:
-        return db.instance_update(ctxt, instance_uuid, {
-            'vm_state': states.VM_ERROR, 'task_state': None})
+    def build_failed(self, ctxt, instance_uuid: str,
+                     reason: str | None = None) -> dict:
+        return db.instance_update(ctxt, instance_uuid, dict(
+            self._fault(reason), vm_state=states.VM_ERROR, task_state=None))
+
+    @staticmethod
+    def _fault(message: str | None) -> dict:
+        if not message:
+            return {}
+        return {'fault_message': message, 'fault_at': timeutils.utcnow()}
 
     def _begin_task(self, ctxt, instance_uuid: str, action: str,
                     task_state: str) -> dict:
@@ -224,6 +240,12 @@ class InstanceConductor:
         self.compute_api.terminate_instance(ctxt, instance['host'], instance)
         return instance
 
+    def console_output(self, ctxt, instance_uuid: str,
+                       length: int | None) -> str:
+        instance = db.instance_get(ctxt, instance_uuid)
+        return self.compute_api.get_console_output(
+            ctxt, instance['host'], instance, length)
+
     def terminated(self, ctxt, instance_uuid: str) -> None:
         self._discard(ctxt, instance_uuid)
 
@@ -253,7 +275,7 @@ class InstanceConductor:
                                     states.TASK_ATTACHING)
         try:
             index = len(db.bdm_get_all(ctxt, instance_uuid=instance_uuid))
-            bdm = self._attach_records(ctxt, instance, volume_id, attach_mode,
+            bdm = self._attach_records(ctxt, instance, volume, attach_mode,
                                        index, None)
             try:
                 # Recorded, then checked: a start that another conductor
@@ -287,6 +309,18 @@ class InstanceConductor:
         db.bdm_destroy(ctxt, bdm['id'])
         db.instance_update(ctxt, instance_uuid, {'task_state': None})
 
+    def volume_detach_failed(self, ctxt, instance_uuid: str, volume_id: str,
+                             reason: str) -> None:
+        """The guest keeps the volume: end the task, record why."""
+        LOG.warning('Detaching volume %(volume)s from server %(server)s '
+                    'failed: %(reason)s', {'volume': volume_id,
+                                           'server': instance_uuid,
+                                           'reason': reason})
+        db.instance_update(ctxt, instance_uuid, dict(
+            self._fault('Detaching volume %s failed: %s'
+                        % (volume_id, reason)), task_state=None),
+            expected_task_state=states.TASK_DETACHING)
+
     # The legacy swap (DESIGN section 3.3): two attachments at once.
 
     def swap_volume(self, ctxt, instance_uuid: str, old_volume_id: str,
@@ -309,7 +343,7 @@ class InstanceConductor:
         instance = self._begin_task(ctxt, instance_uuid, 'swap a volume of',
                                     states.TASK_SWAPPING)
         try:
-            attachment = self._connect(ctxt, instance, new_volume_id,
+            attachment = self._connect(ctxt, instance, new_volume,
                                        old_bdm['attach_mode'])
         except Exception:
             db.instance_update(ctxt, instance_uuid, {'task_state': None})

@@ -79,8 +79,14 @@ class ConductorManager:
     # Instances.
 
     @rpc.endpoint
-    def build_instances(self, ctxt, name, block_devices, count, host):
-        return self.instances.build(ctxt, name, block_devices, count, host)
+    def build_instances(self, ctxt, name, block_devices, count, host,
+                        image_ref=None):
+        return self.instances.build(ctxt, name, block_devices, count, host,
+                                    image_ref)
+
+    @rpc.endpoint
+    def instance_console_output(self, ctxt, instance_uuid, length=None):
+        return self.instances.console_output(ctxt, instance_uuid, length)
 
     @rpc.endpoint
     def instance_get(self, ctxt, instance_uuid):
@@ -142,8 +148,8 @@ class ConductorManager:
                                             power_state, vm_state)
 
     @rpc.endpoint
-    def instance_build_failed(self, ctxt, instance_uuid):
-        return self.instances.build_failed(ctxt, instance_uuid)
+    def instance_build_failed(self, ctxt, instance_uuid, reason=None):
+        return self.instances.build_failed(ctxt, instance_uuid, reason)
 
     @rpc.endpoint
     def instance_built(self, ctxt, instance_uuid, power_state):
@@ -156,6 +162,11 @@ class ConductorManager:
     @rpc.endpoint
     def volume_detached(self, ctxt, instance_uuid, volume_id):
         return self.instances.volume_detached(ctxt, instance_uuid, volume_id)
+
+    @rpc.endpoint
+    def volume_detach_failed(self, ctxt, instance_uuid, volume_id, reason):
+        return self.instances.volume_detach_failed(ctxt, instance_uuid,
+                                                   volume_id, reason)
 
     # Volume migrations.
 

@@ -16,11 +16,16 @@ API version history:
           migration_recover, instance_reset_state). An agent may no
           longer write instance columns: instance_update and
           migration_set_status serve only agents older than 1.3.
+    1.4 - Real guests: build_instances takes image_ref;
+          instance_build_failed takes the reason, and
+          volume_detach_failed ends a detach the guest refused, both
+          recorded as the server's fault; instance_console_output.
 """
 
 from oslo_log import log as logging
 
 from volmig import context as volmig_context
+from volmig import exception
 from volmig import rpc
 from volmig import states
 from volmig.conf import CONF
@@ -28,13 +33,15 @@ from volmig.conf import CONF
 LOG = logging.getLogger(__name__)
 
 BINARY = TOPIC = 'volmig-conductor'
-RPC_API_VERSION = '1.3'
+RPC_API_VERSION = '1.4'
 OWNER_VERSION = '1.3'
+GUESTS_VERSION = '1.4'
 
 # Release names an operator may put in [upgrade_levels] conductor.
 VERSION_ALIASES = {
     '2026.1': '1.0',
     '2026.2': '1.2',
+    '2027.1': '1.3',
 }
 
 
@@ -95,9 +102,29 @@ class ConductorAPI:
 
     # Instances: what users ask for.
 
-    def build_instances(self, ctxt, name, block_devices, count=1, host=None):
-        return self._call(ctxt, 'build_instances', name=name,
-                          block_devices=block_devices, count=count, host=host)
+    def _guests_version(self, what: str) -> str:
+        if not self.can_send_version(GUESTS_VERSION):
+            raise exception.ServiceTooOld(service=BINARY, feature=what,
+                                          needed=GUESTS_VERSION)
+        return GUESTS_VERSION
+
+    def build_instances(self, ctxt, name, block_devices, count=1, host=None,
+                        image_ref=None):
+        if image_ref is None:
+            return self._call(ctxt, 'build_instances', name=name,
+                              block_devices=block_devices, count=count,
+                              host=host)
+        return self.client.prepare(
+            version=self._guests_version('imageRef')).call(
+                ctxt, 'build_instances', name=name,
+                block_devices=block_devices, count=count, host=host,
+                image_ref=image_ref)
+
+    def instance_console_output(self, ctxt, instance_uuid, length=None):
+        return self.client.prepare(
+            version=self._guests_version('console output')).call(
+                ctxt, 'instance_console_output',
+                instance_uuid=instance_uuid, length=length)
 
     def instance_get(self, ctxt, instance_uuid):
         return self._call(ctxt, 'instance_get', instance_uuid=instance_uuid)
@@ -153,7 +180,11 @@ class ConductorAPI:
                               'power_state': power_state,
                               'vm_state': vm_state, 'task_state': None})
 
-    def instance_build_failed(self, ctxt, instance_uuid):
+    def instance_build_failed(self, ctxt, instance_uuid, reason=None):
+        if self.can_send_version(GUESTS_VERSION):
+            return self.client.prepare(version=GUESTS_VERSION).call(
+                ctxt, 'instance_build_failed', instance_uuid=instance_uuid,
+                reason=reason)
         if self.can_send_version(OWNER_VERSION):
             return self.client.prepare(version=OWNER_VERSION).call(
                 ctxt, 'instance_build_failed', instance_uuid=instance_uuid)
@@ -173,6 +204,19 @@ class ConductorAPI:
     def volume_detached(self, ctxt, instance_uuid, volume_id):
         return self._call(ctxt, 'volume_detached',
                           instance_uuid=instance_uuid, volume_id=volume_id)
+
+    def volume_detach_failed(self, ctxt, instance_uuid, volume_id, reason):
+        """The guest kept the volume. An older conductor cannot hear it:
+        then the task stays until an operator resets the server."""
+        if not self.can_send_version(GUESTS_VERSION):
+            LOG.error('Detaching volume %(volume)s from server %(server)s '
+                      'failed (%(reason)s), and the conductor is too old to '
+                      'be told', {'volume': volume_id,
+                                  'server': instance_uuid, 'reason': reason})
+            return None
+        return self.client.prepare(version=GUESTS_VERSION).call(
+            ctxt, 'volume_detach_failed', instance_uuid=instance_uuid,
+            volume_id=volume_id, reason=reason)
 
     # Volume migrations: what the API asks for.
 

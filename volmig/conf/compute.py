@@ -19,6 +19,13 @@ compute_opts = [
                help='Announce this compute RPC version instead of the '
                     'latest one. Only for testing rolling upgrades: it makes '
                     'the agent look like an older release.'),
+    cfg.IntOpt('shutdown_timeout', default=60, min=0,
+               help='Seconds a guest has to shut down cleanly after an '
+                    'ACPI power-down (os-stop) before it is stopped hard.'),
+    cfg.IntOpt('sync_power_state_interval', default=10, min=1,
+               help='Seconds between checks that every server\'s power '
+                    'state on record is the guest\'s; a guest that '
+                    'powered off or died is recorded as shut off.'),
     cfg.BoolOpt('stop_guests_on_exit', default=False,
                 help='Shut the guests off when the agent stops. Off for a '
                      'real agent, whose guests outlive it; on for the '

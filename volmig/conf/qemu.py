@@ -7,9 +7,20 @@ qemu_opts = [
                help='The QEMU system emulator that runs guests.'),
     cfg.StrOpt('img_binary', default='qemu-img',
                help='qemu-img, used to create and merge overlays.'),
-    cfg.IntOpt('memory_mb', default=64, min=16,
-               help='Guest memory. Guests run no OS (their CPUs stay '
-                    'paused), so a little is enough.'),
+    cfg.StrOpt('accel', default='auto', choices=('auto', 'kvm', 'tcg'),
+               help='The accelerator. "auto" uses KVM only where the host '
+                    'has a hardware KVM module (kvm_intel or kvm_amd): a '
+                    '/dev/kvm from a paravirtual nested module cannot run '
+                    'a stock kernel. TCG otherwise.'),
+    cfg.StrOpt('image_dir', default='$state_path/images',
+               help='Guest images that imageRef names, one directory '
+                    'each; see "volmig-manage image".'),
+    cfg.IntOpt('memory_mb', default=256, min=16,
+               help='Guest memory.'),
+    cfg.FloatOpt('detach_timeout', default=30.0, min=1.0,
+                 help='Seconds a running guest has to release a volume '
+                      'being detached (PCIe hot-unplug) before the '
+                      'detach fails.'),
     cfg.IntOpt('max_disks', default=8, min=1, max=32,
                help='Hot-pluggable PCIe ports per guest, which bounds the '
                     'volumes one guest can have.'),

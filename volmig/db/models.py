@@ -41,6 +41,11 @@ class Instance(Base):
     vm_state = sa.Column(sa.String(32), nullable=False)
     power_state = sa.Column(sa.String(32), nullable=False)
     task_state = sa.Column(sa.String(32))
+    # The image booted by kernel; None for a server booted from a volume.
+    image_ref = sa.Column(sa.String(64))
+    # The last task that failed, for the server's "fault".
+    fault_message = sa.Column(sa.Text)
+    fault_at = sa.Column(sa.DateTime)
     deleted_at = sa.Column(sa.DateTime)
 
 

@@ -42,6 +42,12 @@ rules = [
         description='Power a server on (os-start).',
         operations=[{'method': 'POST',
                      'path': PATH + '/{server_id}/action (os-start)'}]),
+    policy.DocumentedRuleDefault(
+        name=PREFIX % 'getConsoleOutput',
+        check_str=base.ADMIN_OR_PROJECT_MEMBER,
+        description="Read a server's serial console (os-getConsoleOutput).",
+        operations=[{'method': 'POST', 'path': PATH + '/{server_id}/action '
+                     '(os-getConsoleOutput)'}]),
 ]
 
 

@@ -50,7 +50,12 @@ def server_view(req, server: dict, detail: bool = True) -> dict:
         'OS-EXT-AZ:availability_zone': ZONE,
         'os-extended-volumes:volumes_attached': [
             volume_view(req, bdm) for bdm in server['block_devices']],
+        # As Nova: "" for a server booted from a volume.
+        'image': {'id': server['image_ref']} if server['image_ref'] else '',
     })
+    if server['fault_message']:
+        view['fault'] = {'message': server['fault_message'],
+                         'created': server['fault_at']}
     if _may_see_hosts(req):
         view['OS-EXT-SRV-ATTR:host'] = server['host']
     return view
@@ -103,7 +108,8 @@ class ServersController(controller.Controller):
             count, volumes, req.is_at_least(microversion.ATTACH_MODE))
         try:
             built = self.conductor.build_instances(
-                ctxt, request['name'], block_devices, count, host)
+                ctxt, request['name'], block_devices, count, host,
+                image_ref=request.get('imageRef') or None)
         except exception.HostNotFound as exc:
             raise exception.InvalidInput(field='availability_zone',
                                          reason=str(exc))
@@ -159,6 +165,12 @@ class ServersController(controller.Controller):
         (name,) = body
         verb = name.removeprefix('os-')
         server = self.server(req, server_id, servers_policy.PREFIX % verb)
+        if verb == 'getConsoleOutput':
+            length = body[name].get('length')
+            length = None if length is None or int(length) < 0 else int(
+                length)
+            return 200, {'output': self.conductor.instance_console_output(
+                req.context, server['uuid'], length)}
         if verb == 'stop':
             self.conductor.stop_instance(req.context, server['uuid'])
         else:

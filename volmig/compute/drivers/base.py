@@ -88,6 +88,11 @@ class ComputeDriver(abc.ABC):
     def get_power_state(self, instance: dict) -> str:
         """One of the POWER_* states."""
 
+    def get_console_output(self, instance: dict,
+                           length: int | None) -> str:
+        """The last ``length`` lines of the guest's serial console."""
+        return ''
+
     @abc.abstractmethod
     def attach_volume(self, instance: dict, bdm: dict) -> None:
         """Attach a volume, read-only when bdm's attach_mode is "ro"."""

@@ -3,6 +3,7 @@
 import copy
 
 from volmig.api import validation
+from volmig.compute.drivers.qemu import images
 
 # Nova bounds a multi-create by quota; volmig has none, so by this.
 MAX_COUNT = 100
@@ -37,9 +38,11 @@ create: dict = {
                 'max_count': _COUNT,
                 'availability_zone': {'type': 'string', 'minLength': 1,
                                       'maxLength': 255},
-                # Accepted so that Nova clients work; volmig guests have
-                # no images or flavors, so they are not used.
-                'imageRef': {'type': 'string'},
+                # An image in [qemu] image_dir, booted by its kernel; ""
+                # (as Nova clients send) boots from the volume.
+                'imageRef': {'type': 'string',
+                             'pattern': '^$|' + images.NAME.pattern},
+                # Accepted so that Nova clients work; not used.
                 'flavorRef': {'type': ['string', 'integer']},
                 'networks': {'type': ['string', 'array']},
             },
@@ -62,6 +65,15 @@ action = {
     'properties': {
         'os-stop': {'type': 'null'},
         'os-start': {'type': 'null'},
+        'os-getConsoleOutput': {
+            'type': 'object',
+            'properties': {
+                # As Nova: a count of lines, -1 or null for all of them.
+                'length': {'type': ['integer', 'string', 'null'],
+                           'pattern': '^-?[0-9]+$', 'minimum': -1},
+            },
+            'additionalProperties': False,
+        },
     },
     'minProperties': 1,
     'maxProperties': 1,

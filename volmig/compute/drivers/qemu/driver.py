@@ -22,6 +22,7 @@ from volmig import exception
 from volmig import states
 from volmig.compute.drivers import base
 from volmig.compute.drivers.qemu import guest as guest_mod
+from volmig.compute.drivers.qemu import images
 from volmig.compute.drivers.qemu import jobs
 from volmig.compute.drivers.qemu import journal as journal_mod
 from volmig.compute.drivers.qemu import monitor as qmp
@@ -47,6 +48,7 @@ class QemuDriver(base.ComputeDriver):
         root = compute_conf.state_path(conf)
         self._guests_dir = os.path.join(root, 'guests')
         self.journal = journal_mod.Journal(os.path.join(root, 'jobs'))
+        self.images = images.ImageStore(conf.qemu.image_dir)
         self._loop: qmp.EventLoop | None = None
         self._guests: dict[str, guest_mod.Guest] = {}
 
@@ -106,13 +108,18 @@ class QemuDriver(base.ComputeDriver):
                 'attachment_id': bdm['attachment_id'],
                 'attach_mode': bdm['attach_mode'],
                 'path': volume_path(bdm['connection_info']),
+                'multiattach': bool(bdm['connection_info'].get(
+                    'multiattach')),
+                'boot_index': bdm.get('boot_index'),
                 'slot': slot, 'gen': 0, 'overlay': None}
 
     def _set_disks(self, guest, block_devices) -> None:
         slots = {volume_id: disk['slot']
                  for volume_id, disk in guest.disks.items()}
         disks: dict[str, dict] = {}
-        for bdm in block_devices:
+        # The boot disk takes the first slot, where the firmware looks.
+        for bdm in sorted(block_devices, key=lambda bdm: (
+                bdm.get('boot_index') is None, bdm.get('boot_index') or 0)):
             slot = slots.get(bdm['volume_id'], len(disks))
             disk = guest.disks.get(bdm['volume_id']) or self._new_disk(
                 bdm, slot)
@@ -123,13 +130,24 @@ class QemuDriver(base.ComputeDriver):
         guest.record['disks'] = disks
         guest.save()
 
+    def _image(self, guest) -> dict | None:
+        name = guest.record.get('image_ref')
+        return self.images.get(name) if name else None
+
     def spawn(self, instance, block_devices):
         guest = self._new_guest(instance['uuid'])
         with guest.lock:
+            guest.record['image_ref'] = instance.get('image_ref')
+            image = self._image(guest)
+            if image and not image.get('kernel'):
+                raise exception.DriverError(
+                    action='boot from image %s' % image['name'],
+                    reason='it is a disk image: create a volume from it and '
+                    'boot from the volume (boot_index 0)')
             self._set_disks(guest, block_devices)
             self._guests[guest.uuid] = guest
             try:
-                guest.launch()
+                guest.launch(image)
             except Exception:
                 guest.shutdown()
                 raise
@@ -145,7 +163,7 @@ class QemuDriver(base.ComputeDriver):
     def power_off(self, instance):
         guest = self._guest(instance)
         with guest.lock:
-            guest.shutdown()
+            guest.power_down(self.conf.compute.shutdown_timeout)
 
     def power_on(self, instance, block_devices):
         guest = self._guest(instance)
@@ -153,7 +171,10 @@ class QemuDriver(base.ComputeDriver):
             if guest.is_running():
                 return
             self._set_disks(guest, block_devices)
-            guest.launch()
+            guest.launch(self._image(guest))
+
+    def get_console_output(self, instance, length):
+        return self._guest(instance).console_output(length)
 
     def get_power_state(self, instance):
         guest = self._guests.get(instance['uuid'])
@@ -290,9 +311,11 @@ class QemuDriver(base.ComputeDriver):
                         host=migration['host'],
                         instance_uuid=instance['uuid'])
                 if migration['mode'] == states.MODE_LIVE:
-                    raise exception.DriverError(
-                        action='start a live volume migration',
-                        reason='guest %s is not running' % guest.uuid)
+                    # The guest powered off or died since it was seen
+                    # running: nothing writes to src, so this is offline.
+                    LOG.warning('Guest %s is not running: volume migration '
+                                '%s goes on offline', guest.uuid,
+                                migration['id'])
                 return {}
             if disk['attach_mode'] == 'ro' or disk.get('overlay'):
                 # Read-only: src is frozen already. Overlay: a repeat.

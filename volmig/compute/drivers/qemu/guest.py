@@ -1,14 +1,16 @@
 """One guest: a QEMU process, its monitor, and its disks on record.
 
 A guest lives in its own directory under the agent's state path: the QMP
-socket, the pid file, QEMU's log, overlays, and ``guest.json``, which
-records each disk's file, mode and block-node names. QEMU is started with
-``-daemonize``, so it is no child of the agent and outlives a restart;
-the agent finds it again from the pid file and reconnects.
+socket, the pid file, QEMU's log, the serial console's log, overlays, and
+``guest.json``, which records each disk's file, mode and block-node
+names. QEMU is started with ``-daemonize``, so it is no child of the
+agent and outlives a restart; the agent finds it again from the pid file
+and reconnects.
 
-No guest OS runs (the CPUs stay paused), so disks are hot-plugged into
-PCIe root ports with native hot-plug: unplugging from a slot the guest
-never powered on is immediate and needs no guest cooperation.
+QEMU starts paused; its disks are plugged over QMP, the same way as a
+later attach, and then its CPUs run. Disks sit in PCIe root ports with
+native hot-plug: a guest OS releases a disk on unplug (pciehp), and a
+slot no OS ever powered on is emptied at once.
 """
 
 import contextlib
@@ -43,6 +45,21 @@ def node_names(disk: dict) -> dict:
         names['overlay'] = 'v%do%d' % (slot, ogen)
         names['overlay_file'] = 'v%do%df' % (slot, ogen)
     return names
+
+
+def accelerator(conf) -> str:
+    if conf.qemu.accel != 'auto':
+        return conf.qemu.accel
+    # /dev/kvm alone is not enough: the paravirtual nested module
+    # (kvm_pvm) fails on a stock kernel's instructions.
+    hardware = any(os.path.isdir('/sys/module/%s' % module)
+                   for module in ('kvm_intel', 'kvm_amd'))
+    return 'kvm' if hardware else 'tcg'
+
+
+def serial(volume_id: str) -> str:
+    """The disk's virtio serial, as the guest sees it; at most 20 bytes."""
+    return volume_id[:20]
 
 
 def top_node(disk: dict) -> str:
@@ -112,22 +129,39 @@ class Guest:
     def is_running(self) -> bool:
         return self._pid() is not None
 
-    def launch(self) -> None:
-        os.makedirs(self.directory, exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path('qmp.sock'))
+    def _command(self, image: dict | None) -> list[str]:
         command = [
             self.conf.qemu.binary, '-name', 'guest=%s' % self.uuid,
-            '-machine', 'q35,accel=tcg', '-S', '-nodefaults',
+            '-uuid', self.uuid, '-machine', 'q35',
+            '-accel', accelerator(self.conf), '-S', '-nodefaults',
+            '-no-user-config', '-sandbox', 'on',
             '-m', str(self.conf.qemu.memory_mb), '-display', 'none',
             # Native PCIe hot-plug instead of ACPI: see the module doc.
             '-global', 'ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off',
+            '-chardev', 'socket,id=console,path=%s,server=on,wait=off,'
+            'logfile=%s,logappend=on' % (self.path('console.sock'),
+                                         self.path('console.log')),
+            '-serial', 'chardev:console',
             '-qmp', 'unix:%s,server=on,wait=off' % self.path('qmp.sock'),
             '-pidfile', self.path('qemu.pid'), '-D', self.path('qemu.log'),
             '-daemonize']
+        if image and image.get('kernel'):
+            command += ['-kernel', image['kernel'],
+                        '-append', image.get('cmdline') or '']
+            if image.get('initrd'):
+                command += ['-initrd', image['initrd']]
         for slot in range(self.conf.qemu.max_disks):
             command += ['-device', 'pcie-root-port,id=rp%d,chassis=%d'
                         % (slot, slot + 1)]
+        return command
+
+    def launch(self, image: dict | None = None) -> None:
+        """Start QEMU with the disks on record, then run its CPUs."""
+        os.makedirs(self.directory, exist_ok=True)
+        for name in ('qmp.sock', 'console.sock'):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path(name))
+        command = self._command(image)
         result = subprocess.run(command, capture_output=True, text=True,  # nosec B603
                                 check=False)
         if result.returncode:
@@ -139,8 +173,22 @@ class Guest:
                 os.unlink(self.nbd_socket)
             self.execute('nbd-server-start', addr={
                 'type': 'unix', 'data': {'path': self.nbd_socket}})
-        for disk in self.disks.values():
+        # The boot disk first: the firmware boots from the first slot.
+        for disk in sorted(self.disks.values(),
+                           key=lambda disk: disk['slot']):
             self.plug(disk)
+        self.execute('cont')
+
+    def console_output(self, length: int | None) -> str:
+        """The serial console's last ``length`` lines (all for None)."""
+        try:
+            with open(self.path('console.log'), 'rb') as handle:
+                text = handle.read().decode('utf-8', 'replace')
+        except FileNotFoundError:
+            return ''
+        lines = text.splitlines(keepends=True)
+        return ''.join(lines if length is None else lines[-length:]
+                       if length else [])
 
     def connect(self) -> None:
         self._monitor = qmp.Monitor(self._loop, self.path('qmp.sock'),
@@ -152,19 +200,38 @@ class Guest:
             self._monitor.close()
             self._monitor = None
 
+    def _gone_within(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while self._pid() is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self._pid() is None
+
+    def power_down(self, timeout: float) -> None:
+        """A clean shutdown: ACPI power-down, then hard after ``timeout``."""
+        if self._pid() is None:
+            self.disconnect()
+            return
+        with contextlib.suppress(exception.MonitorError, OSError,
+                                 EOFError, exception.DriverError):
+            self.execute('system_powerdown')
+            if self._gone_within(timeout):
+                self.disconnect()
+                return
+            LOG.warning('Guest %s did not shut down within %d s of an ACPI '
+                        'power-down; stopping it', self.uuid, timeout)
+        self.shutdown()
+
     def shutdown(self, timeout: float = 10.0) -> None:
+        """Stop QEMU at once, as pulling the plug."""
         pid = self._pid()
         if pid is None:
             self.disconnect()
             return
         with contextlib.suppress(exception.MonitorError, OSError,
-                                 EOFError):
+                                 EOFError, exception.DriverError):
             self.execute('quit')
         self.disconnect()
-        deadline = time.monotonic() + timeout
-        while self._pid() is not None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        if self._pid() is not None:
+        if not self._gone_within(timeout):
             LOG.warning('Guest %s ignored quit; killing it', self.uuid)
             os.kill(pid, signal.SIGKILL)
 
@@ -217,10 +284,36 @@ class Guest:
                                     % self.uuid)
 
     def plug(self, disk: dict) -> None:
-        """Open a disk's nodes and hot-plug its device."""
+        """Open a disk's nodes and hot-plug its device.
+
+        All or nothing: a refusal leaves no node, device or export, so
+        the slot and its node names can be used again.
+        """
         names = node_names(disk)
         read_only = disk['attach_mode'] == 'ro'
         self.add_volume_node(names['base'], disk['path'], read_only)
+        try:
+            self._plug_device(disk, names, read_only)
+        except Exception:
+            self._unplug_quietly(disk)
+            raise
+
+    def _unplug_quietly(self, disk: dict) -> None:
+        names = node_names(disk)
+        for command, arguments in (
+                ('block-export-del', {'id': names['export'],
+                                      'mode': 'hard'}),
+                ('device_del', {'id': names['device']}),
+                ('blockdev-del', {'node-name': names.get('overlay')}),
+                ('blockdev-del', {'node-name': names.get('overlay_file')}),
+                ('blockdev-del', {'node-name': names['base']}),
+                ('blockdev-del', {'node-name': names['base_file']})):
+            if None in arguments.values():
+                continue
+            with contextlib.suppress(exception.MonitorError):
+                self.execute(command, **arguments)
+
+    def _plug_device(self, disk: dict, names: dict, read_only: bool) -> None:
         if (disk.get('overlay') or {}).get('sealed'):
             # The empty read-only shim of a read-only disk: not needed.
             with contextlib.suppress(FileNotFoundError):
@@ -231,15 +324,28 @@ class Guest:
             self.add_overlay_node(names['overlay'], disk['overlay']['path'],
                                   backing=names['base'])
         top = top_node(disk)
-        self.execute('device_add', driver='virtio-blk-pci', drive=top,
-                     id=names['device'], bus=names['port'],
-                     **{'share-rw': self.conf.qemu.export_disks})
+        device = {'driver': 'virtio-blk-pci', 'drive': top,
+                  'id': names['device'], 'bus': names['port'],
+                  'serial': serial(disk['volume_id']),
+                  # Writers elsewhere are allowed only on a multiattach
+                  # volume; any other volume keeps QEMU's write lock, so
+                  # a second open of it fails.
+                  'share-rw': bool(disk.get('multiattach')
+                                   or self.conf.qemu.export_disks)}
+        if disk.get('boot_index') == 0:
+            device['bootindex'] = 0
+        self.execute('device_add', **device)
         if self.conf.qemu.export_disks:
             self.execute('block-export-add', type='nbd', id=names['export'],
                          name=disk['volume_id'], writable=not read_only,
                          **{'node-name': top})
 
     def unplug(self, disk: dict) -> None:
+        """Unplug the device, wait until the guest released it, close it.
+
+        A guest that does not release it within ``[qemu] detach_timeout``
+        keeps the disk, and this raises.
+        """
         names = node_names(disk)
         if self.conf.qemu.export_disks:
             self.execute('block-export-del', id=names['export'], mode='hard')
@@ -247,7 +353,25 @@ class Guest:
             while any(export['id'] == names['export']
                       for export in self.execute('query-block-exports')):
                 time.sleep(0.01)
-        self.execute('device_del', id=names['device'])
+        monitor = self._connected('device_del')
+        released = True
+        with monitor.listening('DEVICE_DELETED') as wait:
+            try:
+                self.execute('device_del', id=names['device'])
+            except exception.MonitorError as exc:
+                # Released late, after an earlier detach gave up waiting.
+                if 'not found' not in str(exc):
+                    raise
+            else:
+                released = wait(
+                    lambda data: data.get('device') == names['device'],
+                    self.conf.qemu.detach_timeout)
+            if not released:
+                raise exception.DriverError(
+                    action='detach volume %s' % disk['volume_id'],
+                    reason='guest %s did not release the disk within %d s '
+                    '(PCIe hot-unplug); it still has it'
+                    % (self.uuid, self.conf.qemu.detach_timeout))
         nodes = [names['base']]
         if disk.get('overlay'):
             nodes.insert(0, names['overlay'])

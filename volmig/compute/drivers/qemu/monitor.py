@@ -7,10 +7,12 @@ of one socket are a real hazard (DESIGN section 6).
 """
 
 import asyncio
+import contextlib
 import threading
 import time
 
 from oslo_log import log as logging
+from qemu.qmp import events
 from qemu.qmp import qmp_client
 
 from volmig import exception
@@ -74,6 +76,41 @@ class Monitor:
         LOG.debug('%s on guest %s took %.2f ms', command, self._guest,
                   elapsed)
         return elapsed
+
+    @contextlib.contextmanager
+    def listening(self, name: str):
+        """Collect events ``name`` from here on; yields a wait function.
+
+        Listening starts before the command that causes the event, so a
+        quick event is not missed.
+        """
+        listener = events.EventListener(name)
+
+        async def register():
+            self._client.register_listener(listener)
+
+        async def unregister():
+            self._client.remove_listener(listener)
+
+        async def next_matching(accept):
+            while True:
+                event = await listener.get()
+                if accept(event.get('data') or {}):
+                    return event
+
+        def wait(accept, timeout: float) -> bool:
+            try:
+                self._loop.run(asyncio.wait_for(next_matching(accept),
+                                                timeout), timeout + 5)
+            except TimeoutError:
+                return False
+            return True
+
+        self._loop.run(register(), self._timeout)
+        try:
+            yield wait
+        finally:
+            self._loop.run(unregister(), self._timeout)
 
     def close(self) -> None:
         try:

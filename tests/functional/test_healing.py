@@ -1,0 +1,40 @@
+"""The conductor ends work that nothing will ever finish."""
+
+from oslo_utils import uuidutils
+
+from tests.functional import base
+from volmig import context as volmig_context
+from volmig import states
+from volmig.db import api as db
+
+
+class HealingTest(base.ServicesTestCase):
+
+    def configure(self):
+        self.conf_fixture.conf(heal_interval=1, accepted_timeout=1,
+                               group='conductor')
+
+    def test_migration_nobody_took_is_failed_and_the_server_unlocked(self):
+        server, bdm = self.create_server()
+        # What an API that died right after recording a start leaves.
+        migration = db.migration_begin(volmig_context.get_admin_context(), {
+            'uuid': uuidutils.generate_uuid(),
+            'instance_uuid': server['uuid'], 'volume_id': bdm['volume_id'],
+            'src_attachment_id': bdm['attachment_id'],
+            'host': server['host'], 'mode': states.MODE_LIVE})
+
+        def failed_migration():
+            found = self.client.get(self.ctxt, migration['id'])
+            return found if found['status'] == states.ERROR else None
+
+        failed = self.wait_until(failed_migration,
+                                 what='the stranded migration to be failed')
+        self.assertEqual(states.ACCEPTED, failed['error_phase'])
+        self.assertIn('no compute agent took the migration',
+                      failed['error_reason'])
+        self.assertFalse(failed['recovery_needed'])
+        self.assertIsNone(self.conductor.instance_get(
+            self.admin, server['uuid'])['task_state'])
+        # And the volume can be migrated again.
+        again = self.client.start(self.ctxt, bdm['attachment_id'])
+        self.assertEqual(states.STARTED, again['status'])

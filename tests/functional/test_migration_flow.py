@@ -1,0 +1,74 @@
+"""start, cancel and complete through the real services on fake://."""
+
+from tests.functional import base
+from volmig import exception
+from volmig import states
+
+
+class MigrationFlowTest(base.ServicesTestCase):
+
+    def test_start_then_complete(self):
+        server, bdm = self.create_server()
+        migration = self.client.start(self.ctxt, bdm['attachment_id'])
+        self.assertEqual(states.STARTED, migration['status'])
+        self.assertEqual(states.MODE_LIVE, migration['mode'])
+        self.assertEqual(server['uuid'], migration['instance_uuid'])
+        self.assertEqual(bdm['volume_id'], migration['volume_id'])
+        self.assertEqual(server['host'], migration['host'])
+        self.assertTrue(self.fake_disk(server, bdm).on_overlay)
+
+        dst = self.dst_attachment(server, bdm)
+        released = self.client.complete(self.ctxt, bdm['attachment_id'],
+                                        dst['id'])
+        self.assertIn(released['status'],
+                      (states.SRC_RELEASED, states.COMMITTING,
+                       states.COMPLETED))
+        done = self.client.wait_for(self.ctxt, migration['id'],
+                                    states.COMPLETED)
+        self.assertEqual(dst['id'], done['dst_attachment_id'])
+
+        server = self.conductor.instance_get(self.admin, server['uuid'])
+        self.assertIsNone(server['task_state'])
+        [after] = server['block_devices']
+        self.assertEqual(bdm['volume_id'], after['volume_id'])
+        self.assertEqual(dst['id'], after['attachment_id'])
+        self.assertEqual(bdm['attach_mode'], after['attach_mode'])
+        disk = self.fake_disk(server, bdm)
+        self.assertEqual(dst['id'], disk.attachment_id)
+        self.assertFalse(disk.on_overlay)
+        self.assertEqual('attached', self.volumes.attachment_get(
+            self.admin, dst['id'])['attach_status'])
+
+    def test_start_then_cancel(self):
+        server, bdm = self.create_server()
+        migration = self.client.start(self.ctxt, bdm['attachment_id'])
+        accepted = self.client.cancel(self.ctxt, bdm['attachment_id'])
+        self.assertEqual(migration['id'], accepted['id'])
+        self.assertIn(accepted['status'],
+                      (states.CANCELLING, states.CANCELLED))
+        self.client.wait_for(self.ctxt, migration['id'], states.CANCELLED)
+        self.assertFalse(self.fake_disk(server, bdm).on_overlay)
+        server = self.conductor.instance_get(self.admin, server['uuid'])
+        self.assertIsNone(server['task_state'])
+        self.assertEqual(bdm['attachment_id'],
+                         server['block_devices'][0]['attachment_id'])
+        # A later complete is an error, and changes nothing.
+        dst = self.dst_attachment(server, bdm)
+        self.assertRaises(exception.InvalidMigrationState,
+                          self.client.complete, self.ctxt,
+                          bdm['attachment_id'], dst['id'])
+        self.assertEqual(states.CANCELLED, self.client.get(
+            self.ctxt, migration['id'])['status'])
+
+    def test_repeated_calls_return_the_same_migration(self):
+        server, bdm = self.create_server()
+        first = self.client.start(self.ctxt, bdm['attachment_id'])
+        again = self.client.start(self.ctxt, bdm['attachment_id'])
+        self.assertEqual(first['id'], again['id'])
+        dst = self.dst_attachment(server, bdm)
+        self.client.complete(self.ctxt, bdm['attachment_id'], dst['id'])
+        repeated = self.client.complete(self.ctxt, bdm['attachment_id'],
+                                        dst['id'])
+        self.assertEqual(first['id'], repeated['id'])
+        self.assertEqual(1, len(self.client.list(
+            self.ctxt, instance_uuid=server['uuid'])))

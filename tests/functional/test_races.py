@@ -1,0 +1,145 @@
+"""Requests racing for one migration: the database picks one winner."""
+
+import threading
+
+from oslo_utils import uuidutils
+
+from tests.functional import base
+from volmig import exception
+from volmig import states
+from volmig.db import api as db
+
+
+def race(*calls):
+    """Run the calls at once; returns each one's result or exception."""
+    results: list = [None] * len(calls)
+    barrier = threading.Barrier(len(calls))
+
+    def run(index, call):
+        barrier.wait()
+        try:
+            results[index] = call()
+        except Exception as exc:
+            results[index] = exc
+
+    threads = [threading.Thread(target=run, args=(index, call))
+               for index, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+class MigrationRaceTest(base.ServicesTestCase):
+
+    def test_two_starts_of_one_attachment_make_one_migration(self):
+        server, bdm = self.create_server()
+        results = race(*[lambda: self.client.start(
+            self.ctxt, bdm['attachment_id'])] * 4)
+
+        [migration] = self.client.list(self.ctxt,
+                                       instance_uuid=server['uuid'])
+        for result in results:
+            if isinstance(result, Exception):
+                # Lost to the winner while it was starting.
+                self.assertIsInstance(result, exception.MigrationInProgress)
+            else:
+                self.assertEqual(migration['id'], result['id'])
+        self.assertIn(migration['id'], [r['id'] for r in results
+                                        if isinstance(r, dict)])
+        self.assertEqual(states.STARTED, migration['status'])
+
+    def test_complete_racing_cancel(self):
+        server, bdm = self.create_server()
+        migration = self.client.start(self.ctxt, bdm['attachment_id'])
+        dst = self.dst_attachment(server, bdm)
+        complete, cancel = race(
+            lambda: self.client.complete(self.ctxt, bdm['attachment_id'],
+                                         dst['id'], wait=False),
+            lambda: self.client.cancel(self.ctxt, bdm['attachment_id']))
+
+        won = [r for r in (complete, cancel) if isinstance(r, dict)]
+        lost = [r for r in (complete, cancel) if isinstance(r, Exception)]
+        self.assertEqual(1, len(won), (complete, cancel))
+        self.assertIsInstance(lost[0], exception.InvalidMigrationState)
+        final = (states.COMPLETED if won[0] is complete
+                 else states.CANCELLED)
+        self.client.wait_for(self.ctxt, migration['id'], final)
+        server = self.conductor.instance_get(self.admin, server['uuid'])
+        expected = (dst['id'] if final == states.COMPLETED
+                    else bdm['attachment_id'])
+        self.assertEqual(expected,
+                         server['block_devices'][0]['attachment_id'])
+        self.assertIsNone(server['task_state'])
+
+    def test_detach_and_delete_during_complete_are_refused(self):
+        server, bdm = self.create_server()
+        migration = self.client.start(self.ctxt, bdm['attachment_id'])
+        dst = self.dst_attachment(server, bdm)
+        complete, detach, delete = race(
+            lambda: self.client.complete(self.ctxt, bdm['attachment_id'],
+                                         dst['id'], wait=False),
+            lambda: self.conductor.detach_volume(self.user, server['uuid'],
+                                                 bdm['volume_id']),
+            lambda: self.conductor.delete_instance(self.user,
+                                                   server['uuid']))
+        self.assertIsInstance(complete, dict)
+        for refused in (detach, delete):
+            self.assertIsInstance(refused, exception.InstanceInvalidState)
+        self.client.wait_for(self.ctxt, migration['id'], states.COMPLETED)
+        server = self.conductor.instance_get(self.admin, server['uuid'])
+        self.assertEqual([dst['id']], [b['attachment_id']
+                                       for b in server['block_devices']])
+
+    def test_attach_racing_a_start_never_forks_the_volume(self):
+        server, bdm = self.create_server(multiattach=True)
+        [other] = self.conductor.build_instances(self.user, 'other', [], 1,
+                                                 None)
+        self.wait_for_server(other['uuid'], states.VM_ACTIVE)
+        start, attach = race(
+            lambda: self.client.start(self.ctxt, bdm['attachment_id']),
+            lambda: self.conductor.attach_volume(
+                self.user, other['uuid'], bdm['volume_id'], 'rw'))
+
+        won = [r for r in (start, attach) if not isinstance(r, Exception)]
+        self.assertEqual(1, len(won), (start, attach))
+        if isinstance(start, Exception):
+            # The attach came first: two writers, both running.
+            self.assertIsInstance(start,
+                                  exception.MultiattachMigrationNotSupported)
+            self.assertEqual([], self.client.list(
+                self.ctxt, instance_uuid=server['uuid']))
+        else:
+            # The start came first: new attachments wait for it.
+            self.assertIsInstance(attach, exception.MigrationInProgress)
+            self.assertEqual(
+                [], self.conductor.instance_get(
+                    self.admin, other['uuid'])['block_devices'])
+
+    def test_a_start_gives_way_to_an_attach_it_did_not_see(self):
+        """What several conductors need: the database, not a lock of one
+        process, settles an attach against a start."""
+        server, bdm = self.create_server(multiattach=True)
+        [other] = self.conductor.build_instances(self.user, 'other', [], 1,
+                                                 None)
+        self.wait_for_server(other['uuid'], states.VM_ACTIVE)
+        migration = self.client.start(self.ctxt, bdm['attachment_id'])
+        # What another conductor's attach recorded while this start was
+        # deciding, from the records this start had read.
+        db.bdm_create(self.admin, {
+            'instance_uuid': other['uuid'], 'volume_id': bdm['volume_id'],
+            'attachment_id': uuidutils.generate_uuid(),
+            'attach_mode': 'rw', 'device_name': '/dev/vda'})
+        migrations = self.services['conductor-host'].manager.migrations
+        exc = self.assertRaises(
+            exception.MigrationInProgress,
+            migrations._check_no_attach_raced, self.admin,
+            db.migration_get(self.admin, migration['id']),
+            [db.instance_get(self.admin, server['uuid'])])
+        self.assertIn(other['uuid'], exc.message)
+        failed = self.client.get(self.ctxt, migration['id'])
+        self.assertEqual((states.ERROR, False),
+                         (failed['status'], failed['recovery_needed']))
+        self.assertIsNone(self.conductor.instance_get(
+            self.admin, server['uuid'])['task_state'])

@@ -1,0 +1,244 @@
+"""volmig services as separate processes on one RabbitMQ vhost.
+
+Used by the integration tests and by the benchmarks.
+"""
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import fixtures
+import oslo_messaging as messaging
+from testtools import content
+
+from volmig import config
+from volmig import context as volmig_context
+from volmig import rpc
+from volmig.conductor import rpcapi as conductor_rpcapi
+from volmig.conf import CONF
+from volmig.db import api as db_api
+from volmig.db import migration as db_migration
+
+RABBIT = ('127.0.0.1', 5672)
+BIN_DIR = os.path.dirname(sys.executable)
+
+
+class VhostFixture(fixtures.Fixture):
+    """A RabbitMQ vhost of its own, so no queue is shared with others."""
+
+    def _setUp(self):
+        self.name = 'volmig-test-%s' % uuid.uuid4().hex[:10]
+        self._ctl('add_vhost', self.name)
+        self.addCleanup(self._ctl, 'delete_vhost', self.name)
+        self._ctl('set_permissions', '-p', self.name, 'guest', '.*', '.*',
+                  '.*')
+        self.url = 'rabbit://guest:guest@%s:%d/%s' % (RABBIT + (self.name,))
+
+    def close_connections(self) -> int:
+        """Close every client connection to this vhost, as a network
+        fault or a broker failover would; returns how many."""
+        listing = self._ctl('list_connections', '--no-table-headers',
+                            'pid', 'vhost')
+        count = 0
+        for line in listing.splitlines():
+            pid, _, vhost = line.strip().partition('\t')
+            if vhost == self.name:
+                self._ctl('close_connection', pid, 'closed by a volmig test')
+                count += 1
+        return count
+
+    @staticmethod
+    def _ctl(*args) -> str:
+        return subprocess.run(['rabbitmqctl', '-q', *args], check=True,
+                              capture_output=True, timeout=60,
+                              text=True).stdout
+
+
+class ServiceProcess(fixtures.Fixture):
+    """One volmig binary in its own process, logging to a file."""
+
+    def __init__(self, binary, config_files, log_dir, name, command=None):
+        super().__init__()
+        self.binary = binary
+        self.config_files = config_files
+        self.log_path = os.path.join(log_dir, name + '.log')
+        # What runs instead of the binary, e.g. a test's wrapper of it.
+        self.command = command or [os.path.join(BIN_DIR, binary)]
+        # A process the test kills on purpose has not failed.
+        self.may_die = False
+        self.process = None
+
+    def _setUp(self):
+        args = list(self.command)
+        for path in self.config_files:
+            args += ['--config-file', path]
+        args += ['--log-file', self.log_path]
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.STDOUT)
+        self.addCleanup(self.stop)
+        self.addDetail(os.path.basename(self.log_path),
+                       content.content_from_file(self.log_path,
+                                                 buffer_now=False))
+
+    @property
+    def failed(self) -> bool:
+        return not self.may_die and self.process.poll() not in (
+            None, 0, -signal.SIGTERM)
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def write_config(path: str, options: dict) -> str:
+    """Write ``{(group, name): value}`` as an ini file."""
+    sections: dict = {}
+    for (group, key), value in options.items():
+        sections.setdefault(group, []).append('%s = %s' % (key, value))
+    with open(path, 'w') as config_file:
+        for group, lines in sections.items():
+            config_file.write('[%s]\n%s\n' % (group, '\n'.join(lines)))
+    return path
+
+
+class Cluster(fixtures.Fixture):
+    """A conductor, an API and compute agents, each its own process.
+
+    ``options`` go to every process; ``compute_options`` maps a compute
+    host to the extra options of its agent. With ``volume``, volmig-volume
+    runs too.
+    """
+
+    def __init__(self, state_path: str, transport_url: str, db_url: str,
+                 hosts: list[str], options: dict | None = None,
+                 compute_options: dict | None = None, volume: bool = False):
+        super().__init__()
+        self.state_path = state_path
+        self.hosts = hosts
+        self.volume = volume
+        self.options = {
+            ('DEFAULT', 'transport_url'): transport_url,
+            ('DEFAULT', 'state_path'): state_path,
+            ('database', 'connection'): db_url,
+        }
+        self.options.update(options or {})
+        self.compute_options = compute_options or {}
+        self.processes: dict[str, ServiceProcess] = {}
+        self._restarts = 0
+
+    def _setUp(self):
+        self.config_file = write_config(
+            os.path.join(self.state_path, 'volmig.conf'), self.options)
+        self.spawn('volmig-conductor', 'conductor')
+        self.spawn('volmig-api', 'api')
+        if self.volume:
+            self.spawn('volmig-volume', 'volume')
+        for host in self.hosts:
+            options = {('DEFAULT', 'host'): host}
+            options.update(self.compute_options.get(host, {}))
+            self.spawn('volmig-compute', host, write_config(
+                os.path.join(self.state_path, host + '.conf'), options))
+
+    def restart(self, name: str, sig=signal.SIGTERM,
+                command=None) -> ServiceProcess:
+        """Stop a process with ``sig`` and start its binary again.
+
+        ``command`` runs instead of the binary, with the same options.
+        """
+        old = self.processes[name]
+        old.may_die = True
+        old.stop(sig)
+        self._restarts += 1
+        process = self.useFixture(ServiceProcess(
+            old.binary, old.config_files, self.state_path,
+            '%s-%d' % (name, self._restarts), command))
+        self.processes[name] = process
+        return process
+
+    def wait_for_death(self, name: str, timeout: float = 120) -> None:
+        """Until a process the test expects to die has died."""
+        process = self.processes[name]
+        process.may_die = True
+        deadline = time.monotonic() + timeout
+        while process.process.poll() is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError('%s did not die' % name)
+            time.sleep(0.05)
+
+    def spawn(self, binary, name, extra_config=None):
+        files = [self.config_file] + ([extra_config] if extra_config else [])
+        process = self.useFixture(ServiceProcess(binary, files,
+                                                 self.state_path, name))
+        self.processes[name] = process
+        return process
+
+    def check_processes(self) -> None:
+        for name, process in self.processes.items():
+            if process.failed:
+                raise RuntimeError('%s exited with %s' % (
+                    name, process.process.returncode))
+
+    def wait_until_registered(self, timeout: float = 60) -> None:
+        """Until the API and every compute agent report themselves up."""
+        # A call sent before the conductor listens is lost: poll briefly.
+        conductor = conductor_rpcapi.ConductorAPI(timeout=2)
+        admin = volmig_context.get_admin_context()
+        wanted = {('volmig-api', None)} | {('volmig-compute', host)
+                                           for host in self.hosts}
+        if self.volume:
+            wanted.add(('volmig-volume', None))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check_processes()
+            try:
+                services = conductor.service_get_all(admin, None)
+            except messaging.MessagingTimeout:
+                continue
+            up = {(s['binary'], s['host']) for s in services if s['is_up']}
+            up |= {(binary, None) for binary, _ in up}
+            if wanted <= up:
+                return
+            time.sleep(0.2)
+        raise RuntimeError('services did not register within %ss' % timeout)
+
+
+@contextlib.contextmanager
+def qemu_cluster(options: dict):
+    """For a script: the qemu driver on compute-1 with volmig-volume and
+    pools pool-a and pool-b, on a vhost and a temporary directory of its
+    own, with this process as their client. Yields (cluster, pools)."""
+    with fixtures.TempDir() as tmp, VhostFixture() as vhost:
+        db_url = 'sqlite:///%s/volmig.sqlite' % tmp.path
+        pools = {pool: os.path.join(tmp.path, pool)
+                 for pool in ('pool-a', 'pool-b')}
+        config.parse_args([], default_config_files=[], setup_logging=False)
+        CONF.set_override('transport_url', vhost.url)
+        CONF.set_override('state_path', tmp.path)
+        CONF.set_override('backend', 'file', group='volume')
+        db_api.configure(db_url)
+        db_migration.upgrade()
+        rpc.init()
+        everything = {('compute', 'driver'): 'qemu',
+                      ('compute', 'stop_guests_on_exit'): True,
+                      ('qemu', 'export_disks'): True,
+                      ('compute', 'shutdown_timeout'): 1,
+                      ('volume', 'backend'): 'file',
+                      ('storage', 'pools'): ','.join(
+                          '%s:%s' % item for item in pools.items())}
+        everything.update(options)
+        try:
+            with Cluster(tmp.path, vhost.url, db_url, ['compute-1'],
+                         volume=True, options=everything) as services:
+                services.wait_until_registered()
+                yield services, pools
+        finally:
+            rpc.cleanup()

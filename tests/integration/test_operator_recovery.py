@@ -1,0 +1,104 @@
+"""What an operator runs, as processes: volmig-manage and the volmig CLI
+against a conductor, an API and compute agents over RabbitMQ."""
+
+import json
+import os
+import signal
+import subprocess  # nosec B404
+import sys
+
+from tests.integration import base
+from volmig import states
+
+
+class OperatorCommandsTest(base.ProcessTestCase):
+
+    def manage(self, *args):
+        result = subprocess.run(  # nosec B603
+            [os.path.join(sys.prefix, 'bin', 'volmig-manage'),
+             '--config-file', self.cluster.config_file, *args],
+            capture_output=True, text=True, timeout=120, check=False)
+        self.assertNotIn('Traceback', result.stderr)
+        return result.returncode, result.stdout, result.stderr
+
+    def volmig(self, *args):
+        result = subprocess.run(  # nosec B603
+            [os.path.join(sys.prefix, 'bin', 'volmig'),
+             '--os-endpoint', self.endpoint, '--os-token', 'admin:admin',
+             *args], capture_output=True, text=True, timeout=60,
+            check=False)
+        return result.returncode, result.stdout, result.stderr
+
+    def test_list_show_abort_and_reset_state(self):
+        server, bdm = self.create_server('compute-1')
+        migration = self.client.start(self.ctxt, bdm['attachment_id'])
+
+        code, out, _ = self.manage('migration', 'list', '--status',
+                                   'started', '--host', 'compute-1')
+        self.assertEqual(0, code)
+        self.assertIn(migration['id'], out)
+        code, out, _ = self.manage('migration', 'show', migration['id'])
+        self.assertEqual(0, code)
+        self.assertIn('status             started', out)
+
+        # Each refusal says why, and exits 1.
+        code, _, err = self.manage('server', 'reset-state', server['uuid'])
+        self.assertEqual(1, code)
+        self.assertIn('abort or recover the migration', err)
+        code, _, err = self.manage('migration', 'recover', migration['id'])
+        self.assertEqual(1, code)
+        self.assertIn('block-storage service', err)
+
+        code, _, _ = self.manage('migration', 'abort', migration['id'])
+        self.assertEqual(0, code)
+        self.client.wait_for(self.ctxt, migration['id'], states.CANCELLED)
+        code, _, err = self.manage('migration', 'abort', migration['id'])
+        self.assertEqual(1, code)
+        self.assertIn('cancelled', err)
+
+        code, out, _ = self.manage('server', 'reset-state', server['uuid'],
+                                   '--state', 'error')
+        self.assertEqual(0, code)
+        self.assertEqual(states.VM_ERROR, self.conductor.instance_get(
+            self.admin, server['uuid'])['vm_state'])
+
+    def test_the_cli_aborts_and_refuses(self):
+        server, bdm = self.create_server('compute-1')
+        migration = self.client.start(self.ctxt, bdm['attachment_id'])
+        code, _, err = self.volmig('migration', 'recover', migration['id'])
+        self.assertNotEqual(0, code)
+        self.assertIn('409', err)
+        code, out, err = self.volmig('migration', 'abort', migration['id'],
+                                     '-f', 'json')
+        self.assertEqual(0, code, err)
+        self.assertEqual(states.CANCELLING, json.loads(out)['status'])
+        self.client.wait_for(self.ctxt, migration['id'], states.CANCELLED)
+
+    def test_a_lost_host_is_recovered_by_hand(self):
+        server, bdm = self.create_server('compute-2')
+        migration = self.client.start(self.ctxt, bdm['attachment_id'])
+        # The host is gone for good, its guest's overlay with it.
+        self.processes['compute-2'].may_die = True
+        self.processes['compute-2'].stop(signal.SIGKILL)
+
+        def failed():
+            found = self.client.get(self.ctxt, migration['id'])
+            return found if found['status'] == states.ERROR else None
+        found = self.wait_until(failed, what='the healer to fail it')
+        self.assertTrue(found['recovery_needed'])
+        self.assertIn('is down', found['error_reason'])
+
+        code, _, err = self.manage('migration', 'recover', migration['id'])
+        self.assertEqual(1, code)
+        self.assertIn('say which volume the server keeps', err)
+        code, out, _ = self.manage('migration', 'recover', migration['id'],
+                                   '--to', 'src')
+        self.assertEqual(0, code)
+        recovered = self.client.get(self.ctxt, migration['id'])
+        self.assertFalse(recovered['recovery_needed'])
+        self.assertIn('Recovered: the guest is on src',
+                      recovered['error_reason'])
+        server = self.conductor.instance_get(self.admin, server['uuid'])
+        self.assertEqual(bdm['attachment_id'],
+                         server['block_devices'][0]['attachment_id'])
+        self.assertIsNone(server['task_state'])

@@ -1,0 +1,461 @@
+"""Real Linux guests (volmig-guest) on the qemu driver, two agents.
+
+Every guest runs the in-guest writer: sequence-numbered blocks, each
+acknowledged on the serial console once it is on the disk. A test stops
+the guest cleanly (os-stop: ACPI power-down) and then checks that the
+volume holds every block the guest acknowledged, slot by slot. All
+requests go through the REST API of a volmig-api process.
+"""
+
+import concurrent.futures
+import hashlib
+import os
+import signal
+import time
+
+import requests
+
+from tests import real_guest
+from tests.integration import base
+from volmig import guest_writes
+from volmig import states
+from volmig.compute.drivers.qemu import guest as qemu_guest
+
+BOOT_TIMEOUT = 180
+
+
+class RealGuestTestCase(base.ProcessTestCase):
+    COMPUTES = 2
+    VOLUME_SERVICE = True
+    # compute-2 gives guests too little time to release a disk (PCIe
+    # hot-unplug makes Linux wait 5 s): its detaches fail.
+    COMPUTE_OPTIONS = {'compute-2': {('qemu', 'detach_timeout'): 1}}
+
+    def options(self):
+        pools = ','.join('%s:%s' % (pool, os.path.join(self.state_path,
+                                                       pool))
+                         for pool in ('pool-a', 'pool-b'))
+        return {('compute', 'driver'): 'qemu',
+                # One directory of guests per agent.
+                ('compute', 'state_path'): os.path.join(self.state_path,
+                                                        '$host'),
+                ('compute', 'sync_power_state_interval'): 1,
+                ('qemu', 'image_dir'): os.path.join(self.state_path,
+                                                    'images'),
+                ('volume', 'backend'): 'file',
+                ('storage', 'pools'): pools,
+                ('storage', 'max_bandwidth_mbps'): 16,
+                ('conductor', 'migration_stall_timeout'): 30}
+
+    def setUp(self):
+        super().setUp()
+        real_guest.register(os.path.join(self.state_path, 'images'))
+        self.addCleanup(self.kill_guests)
+
+    def kill_guests(self):
+        for host in self.hosts:
+            guests = os.path.join(self.state_path, host, 'guests')
+            for uuid in os.listdir(guests) if os.path.isdir(guests) else []:
+                try:
+                    with open(os.path.join(guests, uuid, 'qemu.pid')) as pid:
+                        os.kill(int(pid.read()), signal.SIGKILL)
+                except (FileNotFoundError, ProcessLookupError, ValueError):
+                    pass
+
+    # REST.
+
+    def rest(self, method, path, body=None, token='admin:demo'):
+        response = requests.request(
+            method, self.endpoint + path, json=body, timeout=60,
+            headers={'X-Auth-Token': token,
+                     'OpenStack-API-Version': 'compute 2.61'})
+        self.assertNotIn(response.status_code, range(500, 600),
+                         response.text)
+        return response.status_code, (response.json() if response.content
+                                      else None)
+
+    def volume(self, multiattach=False, size_mb=16):
+        code, body = self.rest('POST', '/os-volumes', {'volume': {
+            'size_mb': size_mb, 'multiattach': multiattach}})
+        self.assertEqual(200, code, body)
+        return body['volume']
+
+    def volume_status(self, volume_id):
+        return self.rest('GET', '/os-volumes/%s' % volume_id)[1]['volume']
+
+    def path(self, volume_id):
+        """The volume's file, as volmig-volume records it."""
+        return self.volumes.get_volume(self.admin, volume_id)['path']
+
+    def server_get(self, server_id):
+        return self.rest('GET', '/servers/%s' % server_id)[1]['server']
+
+    def boot(self, volumes, host='compute-1', image='volmig-guest',
+             mode='rw'):
+        code, body = self.rest('POST', '/servers', {'server': {
+            'name': 'vm', 'imageRef': image,
+            'availability_zone': 'nova:%s' % host,
+            'block_device_mapping_v2': [
+                {'uuid': vol['id'], 'source_type': 'volume',
+                 'destination_type': 'volume', 'attach_mode': mode,
+                 'boot_index': None} for vol in volumes]}})
+        self.assertEqual(202, code, body)
+        server_id = body['server']['id']
+        self.wait_for_status(server_id, 'ACTIVE')
+        return server_id
+
+    def wait_for_status(self, server_id, status, task=None):
+        return self.wait_until(
+            lambda: (lambda s: s if s['status'] == status and
+                     s['OS-EXT-STS:task_state'] == task else None)(
+                         self.server_get(server_id)),
+            timeout=BOOT_TIMEOUT,
+            what='server %s to be %s' % (server_id, status))
+
+    def action(self, server_id, body):
+        return self.rest('POST', '/servers/%s/action' % server_id, body)
+
+    def stop(self, server_id):
+        code, body = self.action(server_id, {'os-stop': None})
+        self.assertEqual(202, code, body)
+        self.wait_for_status(server_id, 'SHUTOFF')
+
+    def start(self, server_id):
+        code, body = self.action(server_id, {'os-start': None})
+        self.assertEqual(202, code, body)
+        self.wait_for_status(server_id, 'ACTIVE')
+
+    def migrate(self, volume_id, pool='pool-b'):
+        code, body = self.rest('POST', '/os-volumes/%s/action' % volume_id,
+                               {'os-migrate_volume': {'pool': pool}})
+        return code, body
+
+    def wait_migrated(self, volume_id):
+        return self.wait_until(
+            lambda: (lambda v: v if v.get('migration_status') in
+                     ('success', 'error') else None)(
+                         self.volume_status(volume_id)),
+            timeout=BOOT_TIMEOUT, what='volume %s to migrate' % volume_id)
+
+    # The guest.
+
+    def guest_dir(self, server_id):
+        host = self.server_get(server_id)['OS-EXT-SRV-ATTR:host']
+        return os.path.join(self.state_path, host, 'guests', server_id)
+
+    def console(self, server_id):
+        reader = guest_writes.ConsoleReader(
+            os.path.join(self.guest_dir(server_id), 'console.sock'))
+        reader.start()
+        self.addCleanup(reader.close)
+        return reader
+
+    def console_log(self, server_id):
+        with open(os.path.join(self.guest_dir(server_id),
+                               'console.log')) as log:
+            return log.read()
+
+    def acks(self, server_id, volume_id):
+        return guest_writes.acknowledged(self.console_log(server_id),
+                                         qemu_guest.serial(volume_id))
+
+    def wait_for_acks(self, server_id, volume_id, count):
+        self.wait_until(lambda: len(self.acks(server_id, volume_id))
+                        >= count, timeout=BOOT_TIMEOUT,
+                        what='%d acknowledged writes' % count)
+
+    def assert_acked_on(self, path, acks, region=0):
+        self.assertTrue(acks, 'the guest acknowledged no write')
+        wrong = guest_writes.mismatches(path, acks, region=region)
+        self.assertEqual([], wrong, 'blocks the guest acknowledged are '
+                         'not on %s' % path)
+
+
+class LiveMigrationTest(RealGuestTestCase):
+
+    def test_live_complete_keeps_every_acknowledged_write(self):
+        vol = self.volume()
+        server = self.boot([vol])
+        self.wait_for_acks(server, vol['id'], 20)
+        code, body = self.migrate(vol['id'])
+        self.assertEqual(202, code, body)
+        migrated = self.wait_migrated(vol['id'])
+        self.assertEqual('success', migrated['migration_status'],
+                         migrated.get('migration_error'))
+        written = len(self.acks(server, vol['id']))
+        # Writes that go straight to pool-b.
+        self.wait_for_acks(server, vol['id'], written + 20)
+        self.stop(server)
+        self.assertIn('volmig-guest: DONE', self.console_log(server))
+        path = self.path(vol['id'])
+        self.assertIn('/pool-b/', path)
+        self.assert_acked_on(path, self.acks(server, vol['id']))
+
+    def attachment_id(self, server, volume_id):
+        instance = self.conductor.instance_get(self.admin, server)
+        [bdm] = [bdm for bdm in instance['block_devices']
+                 if bdm['volume_id'] == volume_id]
+        return bdm['attachment_id']
+
+    def test_live_cancel_keeps_every_acknowledged_write_on_src(self):
+        vol = self.volume()
+        server = self.boot([vol])
+        self.wait_for_acks(server, vol['id'], 20)
+        attachment = self.attachment_id(server, vol['id'])
+        migration = self.client.start(self.ctxt, attachment)
+        # Writes into the overlay, then back into src by the commit.
+        written = len(self.acks(server, vol['id']))
+        self.wait_for_acks(server, vol['id'], written + 30)
+        self.client.cancel(self.ctxt, attachment)
+        self.client.wait_for(self.ctxt, migration['id'], states.CANCELLED)
+        written = len(self.acks(server, vol['id']))
+        self.wait_for_acks(server, vol['id'], written + 20)
+        self.stop(server)
+        path = self.path(vol['id'])
+        self.assertIn('/pool-a/', path)
+        self.assert_acked_on(path, self.acks(server, vol['id']))
+
+    def test_legacy_swap_keeps_every_acknowledged_write(self):
+        old, new = self.volume(), self.volume()
+        server = self.boot([old])
+        self.wait_for_acks(server, old['id'], 20)
+        code, body = self.rest(
+            'PUT', '/servers/%s/os-volume_attachments/%s'
+            % (server, old['id']), {'volumeAttachment': {
+                'volumeId': new['id']}})
+        self.assertEqual(202, code, body)
+        self.wait_until(lambda: [new['id']] == [
+            v['id'] for v in self.server_get(server)[
+                'os-extended-volumes:volumes_attached']],
+            timeout=BOOT_TIMEOUT, what='the swap to end')
+        self.wait_for_status(server, 'ACTIVE')
+        # The device and its serial stay; the writes now reach new.
+        written = len(self.acks(server, old['id']))
+        self.wait_for_acks(server, old['id'], written + 20)
+        self.stop(server)
+        self.assert_acked_on(self.path(new['id']),
+                             self.acks(server, old['id']))
+
+    def test_console_output_shows_the_kernel_booting(self):
+        vol = self.volume()
+        server = self.boot([vol])
+        self.wait_for_acks(server, vol['id'], 1)
+        code, body = self.action(server, {'os-getConsoleOutput': {}})
+        self.assertEqual(200, code, body)
+        self.assertIn('Linux version', body['output'])
+        self.assertIn('volmig-guest: up', body['output'])
+        code, body = self.action(server,
+                                 {'os-getConsoleOutput': {'length': 2}})
+        self.assertEqual(200, code, body)
+        self.assertEqual(2, len(body['output'].splitlines()))
+        code, body = self.action(server,
+                                 {'os-getConsoleOutput': {'length': 'x'}})
+        self.assertEqual(400, code, body)
+
+    def test_an_unknown_or_malformed_image_is_refused(self):
+        code, body = self.rest('POST', '/servers', {'server': {
+            'name': 'vm', 'imageRef': '../../etc'}})
+        self.assertEqual(400, code, body)
+        self.assertIn('imageRef', body['badRequest']['message'])
+        code, body = self.rest('POST', '/servers', {'server': {
+            'name': 'vm', 'imageRef': 'no-such-image'}})
+        self.assertEqual(202, code, body)
+        server = self.wait_until(
+            lambda: (lambda s: s if s['status'] == 'ERROR' else None)(
+                self.server_get(body['server']['id'])),
+            what='the build to fail')
+        self.assertIn('no-such-image', server['fault']['message'])
+
+    def test_offline_complete_after_a_clean_stop(self):
+        vol = self.volume()
+        server = self.boot([vol])
+        self.wait_for_acks(server, vol['id'], 20)
+        self.stop(server)
+        before = self.acks(server, vol['id'])
+        code, body = self.migrate(vol['id'])
+        self.assertEqual(202, code, body)
+        self.assertEqual('success',
+                         self.wait_migrated(vol['id'])['migration_status'])
+        path = self.path(vol['id'])
+        self.assert_acked_on(path, before)
+        # Booted again, the writer reads back where it was.
+        self.start(server)
+        self.wait_until(lambda: 'RESUME %s %d' % (
+            qemu_guest.serial(vol['id']), max(before))
+            in self.console_log(server), timeout=BOOT_TIMEOUT,
+            what='the guest to resume from its last write')
+        self.wait_for_acks(server, vol['id'], len(before) + 10)
+        self.stop(server)
+        self.assert_acked_on(path, self.acks(server, vol['id']))
+
+
+class SharedVolumeTest(RealGuestTestCase):
+    """The seeds' scenario: one volume read/write on two hosts."""
+
+    def test_shared_read_write_across_hosts(self):
+        vol1, vol2 = self.volume(multiattach=True), self.volume()
+        server_a = self.boot([vol1], host='compute-1')
+        server_b = self.boot([vol1], host='compute-2',
+                             image='volmig-guest-r1')
+        self.wait_for_acks(server_a, vol1['id'], 10)
+        self.wait_for_acks(server_b, vol1['id'], 10)
+
+        code, body = self.rest(
+            'PUT', '/servers/%s/os-volume_attachments/%s'
+            % (server_a, vol1['id']), {'volumeAttachment': {
+                'volumeId': vol2['id']}})
+        self.assertEqual(400, code, body)
+        self.assertIn('fork', body['badRequest']['message'])
+        code, body = self.migrate(vol1['id'])
+        self.assertIn(code, (400, 409), body)
+        for server in (server_a, server_b):
+            self.assertEqual(
+                [vol1['id']],
+                [v['id'] for v in self.server_get(server)[
+                    'os-extended-volumes:volumes_attached']])
+
+        self.stop(server_a)
+        self.stop(server_b)
+        acks_a = self.acks(server_a, vol1['id'])
+        acks_b = self.acks(server_b, vol1['id'])
+        code, body = self.migrate(vol1['id'])
+        self.assertEqual(202, code, body)
+        self.assertEqual('success',
+                         self.wait_migrated(vol1['id'])['migration_status'])
+        path = self.path(vol1['id'])
+        self.assert_acked_on(path, acks_a, region=0)
+        self.assert_acked_on(path, acks_b, region=1)
+
+        serial = qemu_guest.serial(vol1['id'])
+        for server in (server_a, server_b):
+            self.start(server)
+        for server, acks in ((server_a, acks_a), (server_b, acks_b)):
+            self.wait_until(
+                lambda s=server, a=acks: 'RESUME %s %d' % (serial, max(a))
+                in self.console_log(s), timeout=BOOT_TIMEOUT,
+                what='guest %s to read back its last write' % server)
+
+    def test_read_only_share_migrates_live_while_both_read(self):
+        vol = self.volume(multiattach=True)
+        path = self.path(vol['id'])
+        content = os.urandom(16 * 1024 * 1024)
+        with open(path, 'wb') as handle:
+            handle.write(content)
+        want = hashlib.sha256(content).hexdigest()
+        servers = [self.boot([vol], host=host, mode='ro')
+                   for host in ('compute-1', 'compute-2')]
+        serial = qemu_guest.serial(vol['id'])
+        for server in servers:
+            self.wait_until(lambda s=server: 'SUM %s' % serial
+                            in self.console_log(s), timeout=BOOT_TIMEOUT,
+                            what='a checksum from the guest')
+        code, body = self.migrate(vol['id'])
+        self.assertEqual(202, code, body)
+        self.assertEqual('success',
+                         self.wait_migrated(vol['id'])['migration_status'])
+        counts = [self.console_log(s).count('SUM %s' % serial)
+                  for s in servers]
+        for server, count in zip(servers, counts, strict=True):
+            self.wait_until(lambda s=server, c=count: self.console_log(
+                s).count('SUM %s' % serial) >= c + 2, timeout=BOOT_TIMEOUT,
+                what='checksums after the migration')
+        for server in servers:
+            sums = {line.split()[2] for line in self.console_log(
+                server).splitlines() if line.startswith('SUM %s' % serial)}
+            self.assertEqual({want}, sums)
+        self.assertIn('/pool-b/', self.path(vol['id']))
+
+    def test_second_attach_of_a_single_attach_volume_is_refused(self):
+        vol, other = self.volume(), self.volume()
+        server_a = self.boot([vol])
+        server_b = self.boot([], host='compute-1')
+        code, body = self.rest(
+            'POST', '/servers/%s/os-volume_attachments' % server_b,
+            {'volumeAttachment': {'volumeId': vol['id']}})
+        self.assertEqual(400, code, body)
+        self.assertIn(vol['id'], body['badRequest']['message'])
+        # Nothing was left behind: the server attaches another volume.
+        code, body = self.rest(
+            'POST', '/servers/%s/os-volume_attachments' % server_b,
+            {'volumeAttachment': {'volumeId': other['id']}})
+        self.assertEqual(200, code, body)
+        self.wait_until(lambda: self.volume_status(other['id'])['status']
+                        == 'in-use', what='the volume to be in-use')
+        self.assertEqual('ACTIVE', self.server_get(server_a)['status'])
+
+
+class AttachDetachTest(RealGuestTestCase):
+
+    def attach(self, server, volume_id):
+        return self.rest('POST', '/servers/%s/os-volume_attachments'
+                         % server, {'volumeAttachment': {
+                             'volumeId': volume_id}})
+
+    def detach(self, server, volume_id):
+        return self.rest('DELETE', '/servers/%s/os-volume_attachments/%s'
+                         % (server, volume_id))
+
+    def test_attach_and_detach_repeated_on_a_running_guest(self):
+        server = self.boot([])
+        vol = self.volume()
+        serial = qemu_guest.serial(vol['id'])
+        for round_ in range(1, 3):
+            code, body = self.attach(server, vol['id'])
+            self.assertEqual(200, code, body)
+            self.wait_until(lambda r=round_: self.console_log(server).count(
+                'RESUME %s' % serial) >= r, timeout=BOOT_TIMEOUT,
+                what='the guest to see the disk')
+            self.wait_for_status(server, 'ACTIVE')
+            code, body = self.detach(server, vol['id'])
+            self.assertEqual(202, code, body)
+            self.wait_until(lambda: self.volume_status(vol['id'])['status']
+                            == 'available', timeout=BOOT_TIMEOUT,
+                            what='the volume to be available')
+            self.wait_for_status(server, 'ACTIVE')
+            self.assertIn('GONE %s' % serial, self.console_log(server))
+
+    def test_detach_the_guest_does_not_release_in_time_is_a_fault(self):
+        server = self.boot([], host='compute-2')
+        vol = self.volume()
+        code, body = self.attach(server, vol['id'])
+        self.assertEqual(200, code, body)
+        self.wait_until(lambda: 'RESUME %s' % qemu_guest.serial(vol['id'])
+                        in self.console_log(server), timeout=BOOT_TIMEOUT,
+                        what='the guest to see the disk')
+        code, body = self.detach(server, vol['id'])
+        self.assertEqual(202, code, body)
+        found = self.wait_until(
+            lambda: (lambda s: s if s.get('fault') else None)(
+                self.server_get(server)), what='a fault on the server')
+        self.assertIn('did not release the disk', found['fault']['message'])
+        self.assertIsNone(found['OS-EXT-STS:task_state'])
+        self.assertEqual('in-use', self.volume_status(vol['id'])['status'])
+        # The guest lets go later; detaching again finishes the job.
+        time.sleep(6)
+        code, body = self.detach(server, vol['id'])
+        self.assertEqual(202, code, body)
+        self.wait_until(lambda: self.volume_status(vol['id'])['status']
+                        == 'available', timeout=BOOT_TIMEOUT,
+                        what='the volume to be available')
+
+    def test_twelve_concurrent_attaches(self):
+        # Guests without an OS: the race is in volmig, not in the guest.
+        shared = self.volume(multiattach=True)
+        servers = []
+        for host in ('compute-1', 'compute-1', 'compute-2'):
+            code, body = self.rest('POST', '/servers', {'server': {
+                'name': 'bare', 'availability_zone': 'nova:%s' % host}})
+            self.assertEqual(202, code, body)
+            servers.append(body['server']['id'])
+        for server in servers:
+            self.wait_for_status(server, 'ACTIVE')
+        requests_ = [(servers[n % 3], shared['id']) for n in range(12)]
+        with concurrent.futures.ThreadPoolExecutor(12) as pool:
+            codes = list(pool.map(lambda r: self.attach(*r)[0], requests_))
+        self.assertFalse([c for c in codes if c >= 500], codes)
+        self.assertIn(200, codes)
+        for server in servers:
+            self.wait_for_status(server, 'ACTIVE')
+            vol = self.volume()
+            code, body = self.attach(server, vol['id'])
+            self.assertEqual(200, code, body)

@@ -1,0 +1,85 @@
+"""The conductor client under a version cap, against a real RPC server
+on fake:// that speaks only what a 1.2 conductor speaks: new agents
+and APIs beside an old conductor."""
+
+import oslo_messaging as messaging
+from oslotest import base
+
+from tests import fixtures
+from volmig import context as volmig_context
+from volmig import rpc
+from volmig import states
+from volmig.conductor import rpcapi
+
+
+class OldConductorEndpoint:
+    """The reports of a conductor of RPC 1.2."""
+
+    target = messaging.Target(version='1.2')
+
+    def __init__(self):
+        self.received = []
+
+    def migration_set_status(self, ctxt, migration_id, status, pauses=None):
+        self.received.append(('migration_set_status', status))
+        return {'id': migration_id, 'status': status}
+
+    def instance_update(self, ctxt, instance_uuid, values):
+        self.received.append(('instance_update', values))
+        return dict(values, uuid=instance_uuid)
+
+    def service_min_version(self, ctxt, binary):
+        return '1.2'
+
+
+class ConductorVersionCapTest(base.BaseTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.conf = self.useFixture(fixtures.ConfFixture()).conf
+        self.useFixture(fixtures.RPCFixture())
+        self.endpoint = OldConductorEndpoint()
+        server = rpc.get_server(rpcapi.TOPIC, 'conductor',
+                                [self.endpoint])
+        server.start()
+        self.addCleanup(server.wait)
+        self.addCleanup(server.stop)
+        self.ctxt = volmig_context.get_admin_context()
+
+    def _api(self, cap):
+        self.conf(conductor=cap, group='upgrade_levels')
+        return rpcapi.ConductorAPI()
+
+    def test_auto_finds_the_old_conductor(self):
+        self.assertFalse(self._api('auto').can_send_version(
+            rpcapi.OWNER_VERSION))
+
+    def test_alias_of_the_old_release(self):
+        self.assertFalse(self._api('2026.2').can_send_version(
+            rpcapi.OWNER_VERSION))
+        self.assertTrue(self._api('2026.2').can_send_version('1.2'))
+
+    def test_an_agent_reports_what_an_old_conductor_understands(self):
+        api = self._api('auto')
+        api.migration_switched(self.ctxt, 'm-1', {'switch': 1.0})
+        api.migration_job_ended(self.ctxt, 'm-1', states.COMPLETED, {})
+        api.instance_power_changed(self.ctxt, 'i-1', states.POWER_SHUTDOWN,
+                                   states.VM_STOPPED)
+        self.assertEqual(
+            [('migration_set_status', states.SRC_RELEASED),
+             ('migration_set_status', states.COMMITTING),
+             ('migration_set_status', states.COMPLETED),
+             ('instance_update', {'power_state': states.POWER_SHUTDOWN,
+                                  'vm_state': states.VM_STOPPED,
+                                  'task_state': None})],
+            self.endpoint.received)
+        # An old conductor cannot say what to reconcile: nothing is asked.
+        self.assertEqual([], api.migration_work_for_host(self.ctxt, 'h'))
+
+    def test_an_api_records_a_start_the_old_way(self):
+        api = self._api('auto')
+        begun = api.migration_started(self.ctxt, {'id': 'm-1'}, {})
+        self.assertEqual(states.STARTED, begun['status'])
+        self.assertEqual([('migration_set_status', states.STARTING),
+                          ('migration_set_status', states.STARTED)],
+                         self.endpoint.received)

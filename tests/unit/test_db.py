@@ -1,0 +1,146 @@
+"""The schema and the data layer's guarantees, on the test database."""
+
+import threading
+
+from alembic import autogenerate
+from alembic import migration as alembic_migration
+from oslotest import base
+
+from tests import fixtures
+from volmig import context as volmig_context
+from volmig import exception
+from volmig import states
+from volmig.db import api as db
+from volmig.db import migration
+from volmig.db import models
+
+
+class DatabaseTestCase(base.BaseTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.ConfFixture())
+        self.useFixture(fixtures.DatabaseFixture())
+        self.ctxt = volmig_context.get_admin_context()
+
+
+class SchemaTest(DatabaseTestCase):
+
+    def test_migrations_build_the_schema_of_the_models(self):
+        # DatabaseFixture built the schema with the alembic migrations.
+        self.assertIsNotNone(migration.head_revision())
+        self.assertEqual(migration.head_revision(),
+                         migration.current_revision())
+        with db.get_engine().connect() as connection:
+            context = alembic_migration.MigrationContext.configure(
+                connection, opts={'compare_type': True})
+            diff = autogenerate.compare_metadata(context,
+                                                 models.Base.metadata)
+        self.assertEqual([], diff)
+
+
+class InstanceTaskStateTest(DatabaseTestCase):
+
+    def setUp(self):
+        super().setUp()
+        db.instance_create(self.ctxt, {
+            'uuid': 'i-1', 'name': 'vm', 'host': 'h', 'vm_state': 'active',
+            'power_state': 'running'})
+
+    def test_compare_and_swap(self):
+        db.instance_update(self.ctxt, 'i-1',
+                           {'task_state': states.TASK_POWERING_OFF},
+                           expected_task_state=None)
+        exc = self.assertRaises(exception.InstanceInvalidState,
+                                db.instance_update, self.ctxt, 'i-1',
+                                {'task_state': states.TASK_DELETING},
+                                expected_task_state=None)
+        self.assertIn(states.TASK_POWERING_OFF, str(exc))
+        self.assertEqual(states.TASK_POWERING_OFF,
+                         db.instance_get(self.ctxt, 'i-1')['task_state'])
+
+    def test_begin_migration_locks_the_instance_atomically(self):
+        values = {'uuid': 'm-1', 'instance_uuid': 'i-1', 'volume_id': 'v',
+                  'src_attachment_id': 'a', 'host': 'h', 'mode': 'live'}
+        migration = db.migration_begin(self.ctxt, values)
+        self.assertEqual(states.ACCEPTED, migration['status'])
+        self.assertEqual('m-1', migration['id'])
+        self.assertRaises(exception.InstanceInvalidState,
+                          db.migration_begin, self.ctxt,
+                          dict(values, uuid='m-2'))
+        # The refused second start left no record behind.
+        self.assertEqual(['m-1'], [m['id'] for m in
+                                   db.migration_get_all(self.ctxt)])
+
+    def test_migration_update_only_from_expected_status(self):
+        db.migration_create(self.ctxt, {
+            'uuid': 'm-1', 'instance_uuid': 'i-1', 'volume_id': 'v',
+            'src_attachment_id': 'a', 'host': 'h', 'mode': 'live'})
+        self.assertRaises(exception.InvalidMigrationState,
+                          db.migration_update, self.ctxt, 'm-1',
+                          {'status': states.STARTED},
+                          expected_status=states.STARTING)
+        self.assertEqual(states.ACCEPTED,
+                         db.migration_get(self.ctxt, 'm-1')['status'])
+
+    def test_one_migration_in_progress_per_attachment(self):
+        values = {'instance_uuid': 'i-1', 'volume_id': 'v',
+                  'src_attachment_id': 'a', 'host': 'h', 'mode': 'live'}
+        db.migration_create(self.ctxt, dict(values, uuid='m-1'))
+        # Past the conductor's checks, as a second conductor could be.
+        exc = self.assertRaises(exception.MigrationInProgress,
+                                db.migration_create, self.ctxt,
+                                dict(values, uuid='m-2'))
+        self.assertIn('attachment a', str(exc))
+        # Nor another attachment of the same volume, unless siblings.
+        self.assertRaises(exception.MigrationInProgress,
+                          db.migration_create, self.ctxt,
+                          dict(values, uuid='m-2', src_attachment_id='b'))
+        # Once it has ended, the attachment may be migrated again.
+        db.migration_update(self.ctxt, 'm-1', {'status': states.ERROR})
+        db.migration_create(self.ctxt, dict(values, uuid='m-3'))
+        self.assertEqual(['m-1', 'm-3'], [m['id'] for m in
+                                          db.migration_get_all(self.ctxt)])
+
+    def test_sibling_migrations_of_a_shared_volume(self):
+        values = {'instance_uuid': 'i-1', 'volume_id': 'v', 'host': 'h',
+                  'mode': 'live', 'exclusive': False}
+        for attachment in ('a', 'b', 'c'):
+            db.migration_create(self.ctxt, dict(
+                values, uuid='m-' + attachment,
+                src_attachment_id=attachment))
+        self.assertEqual(3, len(db.migration_get_all(self.ctxt,
+                                                     volume_id='v')))
+
+    def test_unknown_records(self):
+        self.assertRaises(exception.InstanceNotFound, db.instance_get,
+                          self.ctxt, 'nope')
+        self.assertRaises(exception.MigrationNotFound, db.migration_get,
+                          self.ctxt, 'nope')
+        self.assertRaises(exception.AttachmentNotFound,
+                          db.bdm_get_by_attachment, self.ctxt, 'nope')
+
+
+class ConcurrentWritersTest(DatabaseTestCase):
+
+    def test_threads_writing_at_once_all_succeed(self):
+        # On SQLite a read-then-write transaction used to fail at once
+        # with "database is locked" when another thread held the lock.
+        errors = []
+
+        def heartbeat(host):
+            for _ in range(20):
+                try:
+                    db.service_update(self.ctxt, 'volmig-compute', host,
+                                      'volmig-compute', '1.1', {})
+                except Exception as exc:
+                    errors.append(exc)
+
+        threads = [threading.Thread(target=heartbeat, args=('h%d' % n,))
+                   for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self.assertEqual([], errors)
+        self.assertEqual(4, len(db.service_get_all(self.ctxt)))

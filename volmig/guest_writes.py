@@ -1,0 +1,158 @@
+"""What volmig-guest's writer acknowledged, and whether a disk holds it.
+
+volmig-guest (``tools/build-guest-image.sh``) writes self-describing 4 KiB
+blocks, ``SEQ<12 digits>|`` 256 times, at block ``region * slots + seq %
+slots`` of each writable disk, and prints ``ACK <serial> <seq>`` on its
+serial console once the block is on the disk (``oflag=direct
+conv=fsync``). After a clean stop each slot must hold the block of the
+highest sequence number acknowledged for it, or zeros if none was.
+
+``ConsoleReader`` holds a guest's console socket, reads every line as it
+comes (a connected client that does not read stalls the guest's UART),
+and stamps it with the host's clock, so gaps in the acknowledgements can
+be set against the host's own events.
+"""
+
+import re
+import socket
+import threading
+import time
+
+BLOCK = 4096
+SLOTS = 256
+_ACK = re.compile(r'^ACK (\S+) (\d+)\s*$')
+
+
+def block(seq: int) -> bytes:
+    return (b'SEQ%012d|' % seq) * (BLOCK // 16)
+
+
+def acknowledged(console: str, serial: str) -> list[int]:
+    """The sequence numbers acknowledged for the disk ``serial``."""
+    acks = []
+    for line in console.splitlines():
+        match = _ACK.match(line.strip())
+        if match and match.group(1) == serial:
+            acks.append(int(match.group(2)))
+    return acks
+
+
+def mismatches(path: str, acks: list[int], slots: int = SLOTS,
+               region: int = 0, clean: bool = True) -> list[str]:
+    """Slots of the disk file at ``path`` that do not hold what the
+    acknowledgements say; empty when the disk is right.
+
+    After an abrupt stop (``clean=False``) a slot may also hold a newer
+    well-formed block: its acknowledgement was still in the guest.
+    """
+    newest: dict[int, int] = {}
+    for seq in acks:
+        newest[seq % slots] = max(seq, newest.get(seq % slots, 0))
+    wrong = []
+    with open(path, 'rb') as disk:
+        disk.seek(region * slots * BLOCK)
+        for slot in range(slots):
+            found = disk.read(BLOCK)
+            want = newest.get(slot)
+            if found == (block(want) if want else bytes(BLOCK)):
+                continue
+            if not clean and _newer_block(found, slot, slots, want or 0):
+                continue
+            wrong.append('slot %d: want %s, found %r' % (
+                slot, 'seq %d' % want if want else 'zeros', found[:16]))
+    return wrong
+
+
+def _newer_block(found: bytes, slot: int, slots: int, than: int) -> bool:
+    match = re.match(rb'SEQ(\d{12})\|', found)
+    if not match:
+        return False
+    seq = int(match.group(1))
+    return seq > than and seq % slots == slot and found == block(seq)
+
+
+class ConsoleReader(threading.Thread):
+    """Reads a guest's serial console socket, stamping each line."""
+
+    def __init__(self, socket_path: str, timeout: float = 60):
+        super().__init__(daemon=True)
+        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._socket.connect(socket_path)
+                break
+            except (FileNotFoundError, ConnectionRefusedError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        # (host monotonic time, line)
+        self.lines: list[tuple[float, str]] = []
+        self._changed = threading.Condition()
+
+    def run(self):
+        pending = b''
+        while True:
+            try:
+                data = self._socket.recv(65536)
+            except OSError:
+                data = b''
+            now = time.monotonic()
+            if not data:
+                break
+            pending += data
+            *complete, pending = pending.split(b'\n')
+            with self._changed:
+                self.lines += [(now, line.decode('utf-8', 'replace')
+                                .rstrip('\r')) for line in complete]
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def send(self, line: str) -> None:
+        self._socket.sendall(line.encode() + b'\n')
+
+    def wait_for(self, pattern: str, timeout: float) -> str:
+        """The first line matching ``pattern``; raises on timeout."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                for _, line in self.lines:
+                    if regex.search(line):
+                        return line
+                left = deadline - time.monotonic()
+                if left <= 0 or not self.is_alive():
+                    raise TimeoutError('no console line matching %r'
+                                       % pattern)
+                self._changed.wait(left)
+
+    def ack_times(self, serial: str) -> list[float]:
+        with self._changed:
+            return [at for at, line in self.lines
+                    if acknowledged(line, serial)]
+
+    def longest_gap(self, serial: str, began: float,
+                    ended: float) -> float:
+        """The longest wait between acknowledgements that touches
+        [began, ended], in ms: the pause as the guest lived it."""
+        times = self.ack_times(serial)
+        gaps = [after - before
+                for before, after in zip(times, times[1:], strict=False)
+                if after >= began and before <= ended]
+        return max(gaps, default=0.0) * 1000
+
+    def median_gap(self, serial: str) -> float:
+        times = self.ack_times(serial)
+        gaps = sorted(after - before
+                      for before, after in zip(times, times[1:],
+                                               strict=False))
+        return gaps[len(gaps) // 2] * 1000 if gaps else 0.0
+
+    def text(self) -> str:
+        with self._changed:
+            return '\n'.join(line for _, line in self.lines)
+
+    def close(self) -> None:
+        self._socket.close()
+        self.join(timeout=5)
