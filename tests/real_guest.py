@@ -15,10 +15,21 @@ BUILD = os.path.join(os.path.dirname(os.path.dirname(__file__)), 'build',
 IMAGES = {'volmig-guest': '', 'volmig-guest-r1': ' VOLMIG_REGION=1'}
 
 
-def register(image_dir: str) -> None:
-    if not os.path.exists(os.path.join(BUILD, 'vmlinuz')):
+def _built(name: str) -> str:
+    path = os.path.join(BUILD, name)
+    if not os.path.exists(path):
         raise RuntimeError('volmig-guest is not built: run '
                            'tools/build-guest-image.sh')
+    return path
+
+
+def disk() -> str:
+    """volmig-guest on a disk the firmware boots (syslinux)."""
+    return _built('disk.raw')
+
+
+def register(image_dir: str) -> None:
+    _built('vmlinuz')
     with open(os.path.join(BUILD, 'cmdline')) as handle:
         cmdline = handle.read().strip()
     store = images.ImageStore(image_dir)

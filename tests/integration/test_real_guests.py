@@ -236,6 +236,50 @@ class LiveMigrationTest(RealGuestTestCase):
         self.assert_acked_on(self.path(new['id']),
                              self.acks(server, old['id']))
 
+    def test_boot_volume_migrates_live_and_boots_again(self):
+        # As a cloud boots: the firmware reads the volume at boot_index 0
+        # (volmig-guest on a syslinux disk); a data volume beside it.
+        boot = self.volume(size_mb=64)
+        with open(real_guest.disk(), 'rb') as source, \
+                open(self.path(boot['id']), 'r+b') as target:
+            target.write(source.read())
+        data = self.volume()
+        code, body = self.rest('POST', '/servers', {'server': {
+            'name': 'vm', 'imageRef': '',
+            'availability_zone': 'nova:compute-1',
+            'block_device_mapping_v2': [
+                {'uuid': boot['id'], 'source_type': 'volume',
+                 'destination_type': 'volume', 'boot_index': 0},
+                {'uuid': data['id'], 'source_type': 'volume',
+                 'destination_type': 'volume', 'boot_index': None}]}})
+        self.assertEqual(202, code, body)
+        server = body['server']['id']
+        self.wait_for_status(server, 'ACTIVE')
+        self.assertEqual('', self.server_get(server)['image'])
+        self.wait_for_acks(server, data['id'], 10)
+        self.assertIn('BOOT %s' % qemu_guest.serial(boot['id']),
+                      self.console_log(server))
+        code, body = self.migrate(boot['id'])
+        self.assertEqual(202, code, body)
+        self.assertEqual('success',
+                         self.wait_migrated(boot['id'])['migration_status'])
+        self.assertIn('/pool-b/', self.path(boot['id']))
+        written = len(self.acks(server, data['id']))
+        self.wait_for_acks(server, data['id'], written + 10)
+        self.stop(server)
+        before = self.acks(server, data['id'])
+        self.assert_acked_on(self.path(data['id']), before)
+        # The firmware boots the migrated copy.
+        boots = self.console_log(server).count('volmig-guest: up')
+        self.start(server)
+        self.wait_until(lambda: self.console_log(server).count(
+            'volmig-guest: up') > boots, timeout=BOOT_TIMEOUT,
+            what='the guest to boot from pool-b')
+        self.wait_for_acks(server, data['id'], len(before) + 5)
+        self.stop(server)
+        self.assert_acked_on(self.path(data['id']),
+                             self.acks(server, data['id']))
+
     def test_console_output_shows_the_kernel_booting(self):
         vol = self.volume()
         server = self.boot([vol])
@@ -439,23 +483,26 @@ class AttachDetachTest(RealGuestTestCase):
                         what='the volume to be available')
 
     def test_twelve_concurrent_attaches(self):
-        # Guests without an OS: the race is in volmig, not in the guest.
         shared = self.volume(multiattach=True)
-        servers = []
-        for host in ('compute-1', 'compute-1', 'compute-2'):
-            code, body = self.rest('POST', '/servers', {'server': {
-                'name': 'bare', 'availability_zone': 'nova:%s' % host}})
-            self.assertEqual(202, code, body)
-            servers.append(body['server']['id'])
-        for server in servers:
-            self.wait_for_status(server, 'ACTIVE')
+        servers = [self.boot([], host=host)
+                   for host in ('compute-1', 'compute-1', 'compute-2')]
         requests_ = [(servers[n % 3], shared['id']) for n in range(12)]
         with concurrent.futures.ThreadPoolExecutor(12) as pool:
             codes = list(pool.map(lambda r: self.attach(*r)[0], requests_))
         self.assertFalse([c for c in codes if c >= 500], codes)
-        self.assertIn(200, codes)
+        # One attach per server wins; the guest sees the disk.
+        self.assertEqual(3, codes.count(200), codes)
+        serial = qemu_guest.serial(shared['id'])
         for server in servers:
+            self.wait_until(lambda s=server: 'RESUME %s' % serial
+                            in self.console_log(s), timeout=BOOT_TIMEOUT,
+                            what='guest %s to see the shared disk' % server)
             self.wait_for_status(server, 'ACTIVE')
+            # Nothing was left behind: another volume attaches.
             vol = self.volume()
             code, body = self.attach(server, vol['id'])
             self.assertEqual(200, code, body)
+            self.wait_until(lambda s=server, v=vol: 'RESUME %s' % (
+                qemu_guest.serial(v['id'])) in self.console_log(s),
+                timeout=BOOT_TIMEOUT,
+                what='guest %s to see the other disk' % server)

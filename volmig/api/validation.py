@@ -8,6 +8,7 @@ naming the field.
 """
 
 import functools
+import re
 
 import jsonschema
 from oslo_utils import uuidutils
@@ -21,6 +22,8 @@ POSITIVE_INT = {'type': 'integer', 'minimum': 1}
 ATTACH_MODE = {'type': 'string', 'enum': ['rw', 'ro']}
 
 _FORMATS = jsonschema.FormatChecker(formats=())
+# No field of volmig's has a use for them, and PostgreSQL refuses NUL.
+_CONTROL = re.compile('[\x00-\x1f\x7f]')
 
 
 @_FORMATS.checks('uuid')
@@ -36,6 +39,21 @@ def validate(body, body_schema: dict) -> None:
         raise exception.InvalidInput(
             field='/'.join(str(p) for p in error.absolute_path) or 'body',
             reason=error.message)
+    _refuse_control_characters(body, [])
+
+
+def _refuse_control_characters(value, path: list) -> None:
+    if isinstance(value, str):
+        if _CONTROL.search(value):
+            raise exception.InvalidInput(
+                field='/'.join(path) or 'body',
+                reason='control characters are not allowed')
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _refuse_control_characters(item, path + [str(key)])
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _refuse_control_characters(item, path + [str(index)])
 
 
 def schema(body_schema: dict, min_version=None, max_version=None):
@@ -82,3 +100,4 @@ def require_filters(filters, allowed: tuple[str, ...]) -> None:
             raise exception.InvalidInput(
                 field=key, reason='expected a string, got %s' %
                 type(value).__name__)
+        _refuse_control_characters(value, [key])

@@ -102,7 +102,7 @@ class ComputeManager:
         """
         ctxt = context.get_admin_context()
         try:
-            instances = self.conductor.instance_list(ctxt)
+            instances = self.conductor.instance_list(ctxt, host=self.host)
         except messaging.MessagingTimeout:
             return
         for instance in instances:

@@ -44,9 +44,9 @@ class InstanceConductor:
             ctxt, instance_uuid=instance_uuid)
         return instance
 
-    def get_all(self, ctxt) -> list[dict]:
+    def get_all(self, ctxt, host: str | None = None) -> list[dict]:
         project_id = None if ctxt.is_admin else ctxt.project_id
-        found = db.instance_get_all(ctxt, project_id=project_id)
+        found = db.instance_get_all(ctxt, host=host, project_id=project_id)
         by_instance: dict[str, list] = {i['uuid']: [] for i in found}
         for bdm in db.bdm_get_all(ctxt):
             by_instance.get(bdm['instance_uuid'], []).append(bdm)

@@ -93,8 +93,8 @@ class ConductorManager:
         return self.instances.get(ctxt, instance_uuid)
 
     @rpc.endpoint
-    def instance_list(self, ctxt):
-        return self.instances.get_all(ctxt)
+    def instance_list(self, ctxt, host=None):
+        return self.instances.get_all(ctxt, host)
 
     @rpc.endpoint
     def stop_instance(self, ctxt, instance_uuid):

@@ -19,7 +19,8 @@ API version history:
     1.4 - Real guests: build_instances takes image_ref;
           instance_build_failed takes the reason, and
           volume_detach_failed ends a detach the guest refused, both
-          recorded as the server's fault; instance_console_output.
+          recorded as the server's fault; instance_console_output;
+          instance_list takes a host.
 """
 
 from oslo_log import log as logging
@@ -129,7 +130,11 @@ class ConductorAPI:
     def instance_get(self, ctxt, instance_uuid):
         return self._call(ctxt, 'instance_get', instance_uuid=instance_uuid)
 
-    def instance_list(self, ctxt):
+    def instance_list(self, ctxt, host=None):
+        """Servers, only ``host``'s where the conductor can filter."""
+        if host and self.can_send_version(GUESTS_VERSION):
+            return self.client.prepare(version=GUESTS_VERSION).call(
+                ctxt, 'instance_list', host=host)
         return self._call(ctxt, 'instance_list')
 
     def stop_instance(self, ctxt, instance_uuid):

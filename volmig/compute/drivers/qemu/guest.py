@@ -8,7 +8,8 @@ agent and outlives a restart; the agent finds it again from the pid file
 and reconnects.
 
 QEMU starts paused; its disks are plugged over QMP, the same way as a
-later attach, and then its CPUs run. Disks sit in PCIe root ports with
+later attach, then the machine is reset, so that the firmware finds the
+boot disk, and its CPUs run. Disks sit in PCIe root ports with
 native hot-plug: a guest OS releases a disk on unplug (pciehp), and a
 slot no OS ever powered on is emptied at once.
 """
@@ -173,10 +174,13 @@ class Guest:
                 os.unlink(self.nbd_socket)
             self.execute('nbd-server-start', addr={
                 'type': 'unix', 'data': {'path': self.nbd_socket}})
-        # The boot disk first: the firmware boots from the first slot.
         for disk in sorted(self.disks.values(),
                            key=lambda disk: disk['slot']):
             self.plug(disk)
+        # A slot filled by hot-plug stays powered off until an OS powers
+        # it on, so the firmware would not see the boot disk; a reset
+        # powers every filled slot, as at a cold boot.
+        self.execute('system_reset')
         self.execute('cont')
 
     def console_output(self, length: int | None) -> str:
