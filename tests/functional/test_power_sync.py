@@ -9,7 +9,7 @@ class PowerSyncTest(base.ServicesTestCase):
 
     def configure(self):
         # The test runs each sync itself.
-        self.conf_fixture.config(sync_power_state_interval=3600,
+        self.conf_fixture.conf(sync_power_state_interval=3600,
                                  group='compute')
 
     def test_a_guest_that_went_down_is_recorded_as_stopped(self):
