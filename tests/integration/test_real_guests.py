@@ -28,8 +28,11 @@ class RealGuestTestCase(base.ProcessTestCase):
     COMPUTES = 2
     VOLUME_SERVICE = True
     # compute-2 gives guests too little time to release a disk (PCIe
-    # hot-unplug makes Linux wait 5 s): its detaches fail.
-    COMPUTE_OPTIONS = {'compute-2': {('qemu', 'detach_timeout'): 1}}
+    # hot-unplug makes Linux wait 5 s): its detaches fail. It has no
+    # periodic power sync to speak of: only QMP events tell it.
+    COMPUTE_OPTIONS = {'compute-2': {
+        ('qemu', 'detach_timeout'): 1,
+        ('compute', 'sync_power_state_interval'): 3600}}
 
     def options(self):
         pools = ','.join('%s:%s' % (pool, os.path.join(self.state_path,
@@ -295,6 +298,20 @@ class LiveMigrationTest(RealGuestTestCase):
         code, body = self.action(server,
                                  {'os-getConsoleOutput': {'length': 'x'}})
         self.assertEqual(400, code, body)
+
+    def test_a_guest_that_powers_itself_off_is_shut_off(self):
+        vol = self.volume()
+        server = self.boot([vol], host='compute-2')
+        self.wait_for_acks(server, vol['id'], 5)
+        # The writer syncs and powers off: QMP SHUTDOWN, then QEMU exits.
+        self.console(server).send('stop')
+        self.wait_for_status(server, 'SHUTOFF')
+        self.assertIn('volmig-guest: DONE', self.console_log(server))
+        self.assert_acked_on(self.path(vol['id']),
+                             self.acks(server, vol['id']))
+        self.start(server)
+        self.wait_for_acks(server, vol['id'],
+                           len(self.acks(server, vol['id'])) + 5)
 
     def test_an_unknown_or_malformed_image_is_refused(self):
         code, body = self.rest('POST', '/servers', {'server': {

@@ -66,6 +66,7 @@ class ComputeManager:
                  self.sync_power_states)]
 
     def init_host(self) -> None:
+        self.driver.power_listener = self._guest_powered_off
         self.driver.init_host(self.host)
         # Before serving: later swaps are this process's own.
         self._swaps_to_recover = self.driver.swaps_to_recover()
@@ -106,16 +107,28 @@ class ComputeManager:
         except messaging.MessagingTimeout:
             return
         for instance in instances:
-            if (instance['host'] != self.host or instance['task_state']
-                    or instance['vm_state'] != states.VM_ACTIVE):
-                continue
-            with lockutils.lock('instance-%s' % instance['uuid']):
-                power = self.driver.get_power_state(instance)
-                if power == states.POWER_SHUTDOWN:
-                    LOG.warning('The guest is %s; recording the server as '
-                                'stopped', power, instance=instance)
-                    self.conductor.instance_power_changed(
-                        ctxt, instance['uuid'], power, states.VM_STOPPED)
+            self._sync_power_state(ctxt, instance)
+
+    def _guest_powered_off(self, instance_uuid: str) -> None:
+        """The driver saw a guest power off by itself (QMP SHUTDOWN)."""
+        ctxt = context.get_admin_context()
+        try:
+            instance = self.conductor.instance_get(ctxt, instance_uuid)
+        except (exception.InstanceNotFound, messaging.MessagingTimeout):
+            return  # deleted meanwhile, or the periodic sync will see it
+        self._sync_power_state(ctxt, instance)
+
+    def _sync_power_state(self, ctxt, instance: dict) -> None:
+        if (instance['host'] != self.host or instance['task_state']
+                or instance['vm_state'] != states.VM_ACTIVE):
+            return
+        with lockutils.lock('instance-%s' % instance['uuid']):
+            power = self.driver.get_power_state(instance)
+            if power == states.POWER_SHUTDOWN:
+                LOG.warning('The guest is %s; recording the server as '
+                            'stopped', power, instance=instance)
+                self.conductor.instance_power_changed(
+                    ctxt, instance['uuid'], power, states.VM_STOPPED)
 
     def cleanup_host(self) -> None:
         self.jobs.stop()

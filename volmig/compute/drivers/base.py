@@ -42,6 +42,11 @@ class FinishedJob(Job):
 
 class ComputeDriver(abc.ABC):
 
+    # Called with an instance uuid when its guest powered off by itself,
+    # for drivers that see it happen; the agent's periodic sync covers
+    # the rest.
+    power_listener = None
+
     def __init__(self, conf):
         self.conf = conf
 

@@ -12,9 +12,11 @@ src is frozen already. On complete it gets an empty read-only overlay
 dropped when the guest next starts.
 """
 
+import functools
 import os
 import shutil
 import subprocess  # nosec B404
+import threading
 
 from oslo_log import log as logging
 
@@ -30,6 +32,9 @@ from volmig.compute.drivers.qemu import settle
 from volmig.conf import compute as compute_conf
 
 LOG = logging.getLogger(__name__)
+
+# Seconds QEMU may take to exit after it reported SHUTDOWN.
+SHUTDOWN_EXIT_TIMEOUT = 10
 
 
 def volume_path(connection_info: dict) -> str:
@@ -94,7 +99,22 @@ class QemuDriver(base.ComputeDriver):
     def _new_guest(self, uuid: str) -> guest_mod.Guest:
         return guest_mod.Guest(self.conf, os.path.join(self._guests_dir,
                                                        uuid),
-                               uuid, self._event_loop())
+                               uuid, self._event_loop(),
+                               functools.partial(self._guest_event, uuid))
+
+    def _guest_event(self, uuid: str, name: str, data: dict) -> None:
+        if name != 'SHUTDOWN' or self.power_listener is None:
+            return
+        guest = self._guests.get(uuid)
+        if guest is None:
+            return
+        # QEMU exits right after SHUTDOWN; tell the agent once it has.
+        threading.Thread(target=self._report_shutdown, args=(guest,),
+                         name='shutdown-%s' % uuid, daemon=True).start()
+
+    def _report_shutdown(self, guest) -> None:
+        if guest.gone_within(SHUTDOWN_EXIT_TIMEOUT):
+            self.power_listener(guest.uuid)
 
     def _guest(self, instance) -> guest_mod.Guest:
         try:

@@ -71,12 +71,13 @@ def top_node(disk: dict) -> str:
 class Guest:
 
     def __init__(self, conf, directory: str, uuid: str,
-                 loop: qmp.EventLoop):
+                 loop: qmp.EventLoop, on_event=None):
         self.conf = conf
         self.uuid = uuid
         self.directory = directory
         self.lock = threading.RLock()
         self._loop = loop
+        self._on_event = on_event
         self._monitor: qmp.Monitor | None = None
         self.record: dict = {'uuid': uuid, 'disks': {}}
 
@@ -195,16 +196,17 @@ class Guest:
                        if length else [])
 
     def connect(self) -> None:
+        self.disconnect()
         self._monitor = qmp.Monitor(self._loop, self.path('qmp.sock'),
                                     self.uuid, self.conf.qemu.qmp_timeout)
-        self._monitor.connect()
+        self._monitor.connect(self._on_event)
 
     def disconnect(self) -> None:
         if self._monitor is not None:
             self._monitor.close()
             self._monitor = None
 
-    def _gone_within(self, timeout: float) -> bool:
+    def gone_within(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while self._pid() is not None and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -218,7 +220,7 @@ class Guest:
         with contextlib.suppress(exception.MonitorError, OSError,
                                  EOFError, exception.DriverError):
             self.execute('system_powerdown')
-            if self._gone_within(timeout):
+            if self.gone_within(timeout):
                 self.disconnect()
                 return
             LOG.warning('Guest %s did not shut down within %d s of an ACPI '
@@ -235,7 +237,7 @@ class Guest:
                                  EOFError, exception.DriverError):
             self.execute('quit')
         self.disconnect()
-        if not self._gone_within(timeout):
+        if not self.gone_within(timeout):
             LOG.warning('Guest %s ignored quit; killing it', self.uuid)
             os.kill(pid, signal.SIGKILL)
 

@@ -48,10 +48,30 @@ class Monitor:
         self._timeout = timeout
         self._client = qmp_client.QMPClient(guest)
         self._lock = threading.Lock()
+        self._reader: asyncio.Task | None = None
 
-    def connect(self) -> None:
+    def connect(self, on_event=None) -> None:
+        """Connect; ``on_event(name, data)`` is called in the loop thread
+        for every event, so it must not block."""
         self._loop.run(self._client.connect(self._socket_path),
                        self._timeout)
+        self._reader = self._loop.run(self._start_reader(on_event),
+                                      self._timeout)
+
+    async def _start_reader(self, on_event) -> asyncio.Task:
+        return asyncio.get_running_loop().create_task(
+            self._read_events(on_event))
+
+    async def _read_events(self, on_event) -> None:
+        # The client's default listener keeps every event until it is
+        # read: an agent that runs for years must read them all.
+        async for event in self._client.events:
+            if on_event is not None:
+                try:
+                    on_event(event['event'], event.get('data') or {})
+                except Exception:
+                    LOG.exception('Handling QMP event %s of guest %s '
+                                  'failed', event['event'], self._guest)
 
     def execute(self, command: str, **arguments):
         with self._lock:
@@ -113,6 +133,9 @@ class Monitor:
             self._loop.run(unregister(), self._timeout)
 
     def close(self) -> None:
+        if self._reader is not None:
+            self._loop.loop.call_soon_threadsafe(self._reader.cancel)
+            self._reader = None
         try:
             self._loop.run(self._client.disconnect(), self._timeout)
         except (EOFError, OSError):
