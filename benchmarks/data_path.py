@@ -160,12 +160,19 @@ def run_real_guest(size_mb: int) -> None:
     conductor = conductor_rpcapi.ConductorAPI()
     volumes = volume.get_adapter()
     compute_state = os.path.join(CONF.state_path, 'compute')
-    real_guest.register(os.path.join(compute_state, 'images'))
+    real_guest.register(CONF.qemu.image_dir)
     vol = volumes.create_volume(admin, size_mb, pool='pool-a')
     began = time.monotonic()
     [server] = conductor.build_instances(
         admin, 'guest', [{'volume_id': vol['id'], 'boot_index': None}], 1,
         None, image_ref='volmig-guest')
+    server = _wait(lambda: conductor.instance_get(admin, server['uuid']),
+                   lambda s: s['vm_state'] in (states.VM_ACTIVE,
+                                               states.VM_ERROR),
+                   'the guest to build')
+    if server['vm_state'] == states.VM_ERROR:
+        raise SystemExit('the guest failed to build: %s'
+                         % server['fault_message'])
     console = guest_writes.ConsoleReader(os.path.join(
         compute_state, 'guests', server['uuid'], 'console.sock'))
     console.start()
