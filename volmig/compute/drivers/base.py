@@ -5,6 +5,7 @@ records. Methods that run long return a ``Job`` the agent polls.
 """
 
 import abc
+from collections.abc import Callable
 from collections.abc import Mapping
 import dataclasses
 import types
@@ -45,7 +46,7 @@ class ComputeDriver(abc.ABC):
     # Called with an instance uuid when its guest powered off by itself,
     # for drivers that see it happen; the agent's periodic sync covers
     # the rest.
-    power_listener = None
+    power_listener: Callable[[str], None] | None = None
 
     def __init__(self, conf):
         self.conf = conf

@@ -103,7 +103,10 @@ class QemuDriver(base.ComputeDriver):
                                functools.partial(self._guest_event, uuid))
 
     def _guest_event(self, uuid: str, name: str, data: dict) -> None:
-        if name != 'SHUTDOWN' or self.power_listener is None:
+        # A "quit" is the agent's own doing (destroy, hard stop, exit),
+        # recorded by whoever sent it.
+        if (name != 'SHUTDOWN' or self.power_listener is None
+                or data.get('reason') == 'host-qmp-quit'):
             return
         guest = self._guests.get(uuid)
         if guest is None:
@@ -113,8 +116,15 @@ class QemuDriver(base.ComputeDriver):
                          name='shutdown-%s' % uuid, daemon=True).start()
 
     def _report_shutdown(self, guest) -> None:
-        if guest.gone_within(SHUTDOWN_EXIT_TIMEOUT):
-            self.power_listener(guest.uuid)
+        listener = self.power_listener
+        if listener is None or not guest.gone_within(SHUTDOWN_EXIT_TIMEOUT):
+            return
+        try:
+            listener(guest.uuid)
+        except Exception:
+            # The periodic sync records it later.
+            LOG.exception('Recording that guest %s powered off failed',
+                          guest.uuid)
 
     def _guest(self, instance) -> guest_mod.Guest:
         try:
