@@ -1,5 +1,6 @@
 """One volmig service: an RPC server, a manager, heartbeats and timers."""
 
+import threading
 import typing
 
 from oslo_log import log as logging
@@ -8,6 +9,7 @@ from oslo_service import service
 
 from volmig import context as volmig_context
 from volmig import rpc
+from volmig import systemd_notify
 from volmig.api import manager as api_manager
 from volmig.compute import manager as compute_manager
 from volmig.compute import rpcapi as compute_rpcapi
@@ -38,7 +40,8 @@ class Service(service.Service):
 
     The service record (version and capabilities) is written only once
     the RPC server listens: on RabbitMQ a message sent to a queue that does
-    not exist yet is lost, so a registered service must be reachable.
+    not exist yet is lost, so a registered service must be reachable. It
+    is ready once the first heartbeat is recorded.
     """
 
     def __init__(self, binary: str, host: str | None = None):
@@ -51,6 +54,10 @@ class Service(service.Service):
         self._report = (db_api.service_update if binary == CONDUCTOR
                         else conductor_rpcapi.ConductorAPI().service_update)
         self._server: typing.Any = None
+        self._ready = threading.Event()
+
+    def wait_ready(self, timeout: float) -> bool:
+        return self._ready.wait(timeout)
 
     def start(self) -> None:
         LOG.info('Starting %(binary)s on %(host)s (concurrency: %(backend)s)',
@@ -75,6 +82,11 @@ class Service(service.Service):
             # A missed heartbeat must not stop the next one.
             LOG.exception('%s on %s could not report its state',
                           self.binary, self.host)
+            return
+        if not self._ready.is_set():
+            LOG.info('%s on %s is ready: consuming on %s, heartbeat '
+                     'recorded', self.binary, self.host, self.topic)
+            self._ready.set()
 
     @staticmethod
     def _run_periodic(task) -> None:
@@ -108,6 +120,9 @@ class ServiceGroup(service.Service):
         if self._on_start is not None:
             self._on_start()
 
+    def wait_ready(self, timeout: float) -> bool:
+        return all(member.wait_ready(timeout) for member in self.services)
+
     def stop(self, graceful: bool = False) -> None:
         for member in reversed(self.services):
             member.stop(graceful)
@@ -118,7 +133,40 @@ class ServiceGroup(service.Service):
             member.wait()
 
 
+class Notified(service.Service):
+    """Tells systemd when ``server`` is ready, alive and stopping."""
+
+    def __init__(self, server, notifier: systemd_notify.Notifier):
+        super().__init__()
+        self.server = server
+        self.notifier = notifier
+        self._stopping = threading.Event()
+
+    def start(self) -> None:
+        self.server.start()
+        self.tg.add_thread(self._announce_ready)
+
+    def _announce_ready(self) -> None:
+        while not self._stopping.is_set():
+            if self.server.wait_ready(1):
+                self.notifier.ready()
+                if self.notifier.watchdog_interval:
+                    self.tg.add_timer(self.notifier.watchdog_interval,
+                                      self.notifier.watchdog)
+                return
+
+    def stop(self, graceful: bool = False) -> None:
+        self._stopping.set()
+        self.notifier.stopping()
+        self.server.stop(graceful)
+        super().stop(graceful)
+
+    def wait(self) -> None:
+        self.server.wait()
+
+
 def serve(server: service.Service) -> None:
     """Run in this process until SIGTERM (no forked workers)."""
-    launcher = service.launch(CONF, server, workers=1, no_fork=True)
+    notified = Notified(server, systemd_notify.claim())
+    launcher = service.launch(CONF, notified, workers=1, no_fork=True)
     launcher.wait()

@@ -61,9 +61,12 @@ class VhostFixture(fixtures.Fixture):
 class ServiceProcess(fixtures.Fixture):
     """One volmig binary in its own process, logging to a file."""
 
-    def __init__(self, binary, config_files, log_dir, name, command=None):
+    def __init__(self, binary, config_files, log_dir, name, command=None,
+                 env=None):
         super().__init__()
         self.binary = binary
+        # Variables added to this process's environment.
+        self.env = env or {}
         self.config_files = config_files
         self.log_path = os.path.join(log_dir, name + '.log')
         # What runs instead of the binary, e.g. a test's wrapper of it.
@@ -78,7 +81,8 @@ class ServiceProcess(fixtures.Fixture):
             args += ['--config-file', path]
         args += ['--log-file', self.log_path]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.STDOUT)
+                                        stderr=subprocess.STDOUT,
+                                        env=dict(os.environ, **self.env))
         self.addCleanup(self.stop)
         self.addDetail(os.path.basename(self.log_path),
                        content.content_from_file(self.log_path,
@@ -174,10 +178,11 @@ class Cluster(fixtures.Fixture):
                 raise RuntimeError('%s did not die' % name)
             time.sleep(0.05)
 
-    def spawn(self, binary, name, extra_config=None):
+    def spawn(self, binary, name, extra_config=None, env=None):
         files = [self.config_file] + ([extra_config] if extra_config else [])
         process = self.useFixture(ServiceProcess(binary, files,
-                                                 self.state_path, name))
+                                                 self.state_path, name,
+                                                 env=env))
         self.processes[name] = process
         return process
 

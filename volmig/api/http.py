@@ -25,6 +25,7 @@ class HTTPService(service.Service):
                      CONF.api.port if port is None else port)
         self._server: cheroot_wsgi.Server | None = None
         self._thread: threading.Thread | None = None
+        self._listening = threading.Event()
 
     @property
     def endpoint(self) -> str:
@@ -43,7 +44,11 @@ class HTTPService(service.Service):
         self._thread = threading.Thread(target=self._server.serve,
                                         name='volmig-api-http', daemon=True)
         self._thread.start()
+        self._listening.set()
         LOG.info('REST API listening on %s', self.endpoint)
+
+    def wait_ready(self, timeout: float) -> bool:
+        return self._listening.wait(timeout)
 
     def stop(self, graceful: bool = False) -> None:
         if self._server is not None:
