@@ -31,7 +31,7 @@ class ConfFixture(fixtures.Fixture):
         self.conf(state_path=self.state_path, transport_url='fake://',
                   host='test-host', report_interval=1, service_down_time=5,
                   rpc_response_timeout=20)
-        self.conf(job_poll_interval=0.05, group='compute')
+        self.conf(driver='fake', job_poll_interval=0.05, group='compute')
 
 
 class DatabaseFixture(fixtures.Fixture):

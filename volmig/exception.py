@@ -34,6 +34,19 @@ class VolmigException(Exception):
         return str(self.args[0])
 
 
+class ConfigurationError(VolmigException):
+    msg_fmt = 'Invalid configuration: %(reason)s'
+
+
+class DriverNotConfigured(ConfigurationError):
+    msg_fmt = ('[compute] driver is not set. Set it to "qemu"; "fake" keeps '
+               'guests in memory and moves no data, for tests only.')
+
+
+class UnknownDriver(ConfigurationError):
+    msg_fmt = '[compute] driver "%(name)s" is not one of: %(known)s.'
+
+
 class Invalid(VolmigException):
     msg_fmt = 'Invalid request: %(reason)s'
     code = 400

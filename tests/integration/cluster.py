@@ -133,6 +133,7 @@ class Cluster(fixtures.Fixture):
             ('DEFAULT', 'transport_url'): transport_url,
             ('DEFAULT', 'state_path'): state_path,
             ('database', 'connection'): db_url,
+            ('compute', 'driver'): 'fake',
         }
         self.options.update(options or {})
         self.compute_options = compute_options or {}

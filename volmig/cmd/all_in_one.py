@@ -15,9 +15,10 @@ cli_opts = [
                help='Directory for the database and all other state.'),
     cfg.IntOpt('computes', default=1, min=1,
                help='How many compute agents to run (hosts compute-1..N).'),
-    cfg.StrOpt('driver', default='fake', choices=['fake', 'qemu'],
+    cfg.StrOpt('driver', default='qemu', choices=['fake', 'qemu'],
                help='Compute driver of the agents. "qemu" also runs '
-                    'volmig-volume with pools pool-a and pool-b.'),
+                    'volmig-volume with pools pool-a and pool-b; "fake" '
+                    'keeps guests in memory and moves no data, for tests.'),
     cfg.PortOpt('api-port', default=8788,
                 help='Port of the REST API (noauth2) on 127.0.0.1; 0 picks '
                      'a free one.'),

@@ -5,9 +5,13 @@ from oslo_config import cfg
 compute_group = cfg.OptGroup('compute', title='Compute agent options')
 
 compute_opts = [
-    cfg.StrOpt('driver', default='fake',
+    # No default: an agent that ran the fake driver by mistake would
+    # "migrate" volumes without moving a byte.
+    cfg.StrOpt('driver',
                help='Compute driver, a volmig.compute.drivers entry point: '
-                    '"fake" (in memory, no data path) or "qemu".'),
+                    '"qemu", or "fake" (guests in memory, no data path; '
+                    'for tests only). Required: the agent refuses to start '
+                    'without it.'),
     # Not "$state_path/compute": inside [compute] that names this option.
     cfg.StrOpt('state_path', sample_default='<[DEFAULT] state_path>/compute',
                help='Where the agent keeps guest sockets and job journals.'),
