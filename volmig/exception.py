@@ -128,8 +128,8 @@ class MigrationNotFound(NotFound):
     msg_fmt = 'Volume migration %(migration_id)s could not be found.'
 
 
-class HostNotFound(NotFound):
-    msg_fmt = 'No compute agent is registered on host %(host)s.'
+class ServiceNotFound(NotFound):
+    msg_fmt = 'No %(binary)s service is registered on host %(host)s.'
 
 
 class Conflict(VolmigException):
@@ -171,6 +171,16 @@ class ComputeTooOld(Conflict):
 class ServiceTooOld(Conflict):
     msg_fmt = ('%(service)s is too old for %(feature)s (it needs RPC '
                '%(needed)s); upgrade it first.')
+
+
+class ServiceIsUp(Conflict):
+    msg_fmt = ('%(binary)s on host %(host)s is up: stop it first, or its next '
+               'heartbeat registers it again.')
+
+
+class ServiceInUse(Conflict):
+    msg_fmt = ('%(binary)s on host %(host)s still has %(count)d server(s): '
+               'delete them first.')
 
 
 class NoValidHost(Conflict):

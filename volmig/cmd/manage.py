@@ -4,8 +4,9 @@
 of this compute host's ``[qemu] image_dir``; ``volume list`` and
 ``volume migrate VOLUME --to POOL [--max-bandwidth-mbps N] [--wait]``,
 which ask volmig-volume over RPC; ``migration
-list|show|recover|abort`` and ``server reset-state``, which ask the
-conductor. Each prints a refusal's reason and exits 1.
+list|show|recover|abort``, ``server reset-state`` and ``service
+list|disable|enable|delete``, which ask the conductor. Each prints a
+refusal's reason and exits 1.
 """
 
 import sys
@@ -135,6 +136,36 @@ def _migration_abort() -> None:
         volmig_context.get_admin_context(), CONF.category.migration))
 
 
+def _service_list() -> None:
+    print('%-18s %-24s %-8s %-5s %-7s %s' % (
+        'binary', 'host', 'status', 'state', 'version', 'last seen'))
+    for svc in _conductor().service_get_all(
+            volmig_context.get_admin_context(), None):
+        print('%-18s %-24s %-8s %-5s %-7s %s%s' % (
+            svc['binary'], svc['host'],
+            'disabled' if svc['disabled'] else 'enabled',
+            'up' if svc['is_up'] else 'down', svc['version'],
+            svc['last_seen_at'],
+            '  (%s)' % svc['disabled_reason'] if svc['disabled_reason']
+            else ''))
+
+
+def _service_set_disabled(disabled: bool) -> None:
+    command = CONF.category
+    svc = _conductor().service_set_disabled(
+        volmig_context.get_admin_context(), command.binary, command.on_host,
+        disabled, getattr(command, 'reason', None))
+    print('%s on %s is %s' % (svc['binary'], svc['host'],
+                              'disabled' if svc['disabled'] else 'enabled'))
+
+
+def _service_delete() -> None:
+    command = CONF.category
+    _conductor().service_delete(volmig_context.get_admin_context(),
+                                command.binary, command.on_host)
+    print('%s on %s deleted' % (command.binary, command.on_host))
+
+
 def _server_reset_state() -> None:
     server = _conductor().instance_reset_state(
         volmig_context.get_admin_context(), CONF.category.server,
@@ -151,6 +182,10 @@ _COMMANDS = {('db', 'sync'): _db_sync, ('db', 'version'): _db_version,
              ('migration', 'recover'): _migration_recover,
              ('migration', 'abort'): _migration_abort,
              ('server', 'reset-state'): _server_reset_state,
+             ('service', 'list'): _service_list,
+             ('service', 'disable'): lambda: _service_set_disabled(True),
+             ('service', 'enable'): lambda: _service_set_disabled(False),
+             ('service', 'delete'): _service_delete,
              ('image', 'register'): _image_register,
              ('image', 'list'): _image_list,
              ('image', 'delete'): _image_delete}
@@ -206,6 +241,21 @@ def _add_parsers(subparsers):
                 '--to', choices=['src', 'dst'], default=None,
                 help='Only when the agent\'s host is lost: the volume the '
                      'server keeps.')
+
+    svc = subparsers.add_parser(
+        'service', help='Service records (heartbeats) of every host.')
+    actions = svc.add_subparsers(dest='action', required=True)
+    actions.add_parser('list', help='List services, up or down.')
+    for name, text in (
+            ('disable', 'A disabled compute host takes no new servers.'),
+            ('enable', 'Take new servers again.'),
+            ('delete', 'Forget a service that is down for good (a compute '
+                       'host must have no servers left).')):
+        action = actions.add_parser(name, help=text)
+        action.add_argument('binary', help='e.g. volmig-compute')
+        action.add_argument('on_host', metavar='host')
+        if name == 'disable':
+            action.add_argument('--reason', default=None)
 
     server = subparsers.add_parser('server', help='Servers.')
     actions = server.add_subparsers(dest='action', required=True)

@@ -15,8 +15,8 @@ from oslo_log import log as logging
 
 from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
-from volmig.conductor import instances as instance_conductor
 from volmig.conductor import migrations as migration_conductor
+from volmig.conductor import services
 from volmig.conf import CONF
 from volmig.db import api as db
 
@@ -47,7 +47,7 @@ class Healer:
         down = {service['host']: service
                 for service in db.service_get_all(
                     ctxt, compute_rpcapi.BINARY)
-                if not instance_conductor.service_is_up(service)}
+                if not services.service_is_up(service)}
         self._reconcile_silent_migrations(ctxt, down)
         self._fail_unclaimed_migrations(ctxt)
         self._clear_stuck_tasks(ctxt, down)

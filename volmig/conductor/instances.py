@@ -14,16 +14,10 @@ from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import migrations
 from volmig.conductor import rules
-from volmig.conf import CONF
+from volmig.conductor import services
 from volmig.db import api as db
 
 LOG = logging.getLogger(__name__)
-
-
-def service_is_up(service: dict) -> bool:
-    age = timeutils.delta_seconds(service['last_seen_at'],
-                                  timeutils.utcnow())
-    return age <= CONF.service_down_time
 
 
 def _device_name(index: int) -> str:
@@ -59,15 +53,20 @@ class InstanceConductor:
     def _choose_host(self, ctxt, host: str | None) -> dict:
         if host:
             service = db.service_get(ctxt, compute_rpcapi.BINARY, host)
-            if not service_is_up(service):
+            if not services.service_is_up(service):
                 raise exception.NoValidHost(
                     reason='the agent on host %s is down' % host)
+            if service['disabled']:
+                raise exception.NoValidHost(
+                    reason='compute host %s is disabled (%s)' % (
+                        host, service['disabled_reason'] or 'no reason'))
             return service
         candidates = [
             s for s in db.service_get_all(ctxt, compute_rpcapi.BINARY)
-            if service_is_up(s)]
+            if services.service_is_up(s) and not s['disabled']]
         if not candidates:
-            raise exception.NoValidHost(reason='no compute agent is up')
+            raise exception.NoValidHost(
+                reason='no enabled compute agent is up')
         load = {s['host']: 0 for s in candidates}
         for instance in db.instance_get_all(ctxt):
             if instance['host'] in load:

@@ -15,6 +15,7 @@ from volmig.conductor import instances
 from volmig.conductor import migrations
 from volmig.conductor import recovery
 from volmig.conductor import rpcapi
+from volmig.conductor import services
 from volmig.conf import CONF
 from volmig.db import api as db
 
@@ -69,8 +70,16 @@ class ConductorManager:
 
     @rpc.endpoint
     def service_get_all(self, ctxt, binary):
-        return [dict(service, is_up=instances.service_is_up(service))
-                for service in db.service_get_all(ctxt, binary)]
+        return services.get_all(ctxt, binary)
+
+    @rpc.endpoint
+    def service_set_disabled(self, ctxt, binary, host, disabled,
+                             reason=None):
+        return services.set_disabled(ctxt, binary, host, disabled, reason)
+
+    @rpc.endpoint
+    def service_delete(self, ctxt, binary, host):
+        services.delete(ctxt, binary, host)
 
     @rpc.endpoint
     def service_min_version(self, ctxt, binary):

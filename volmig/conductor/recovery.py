@@ -11,8 +11,8 @@ from volmig import exception
 from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import healer as healer_mod
-from volmig.conductor import instances as instance_conductor
 from volmig.conductor import migrations as migration_conductor
+from volmig.conductor import services
 from volmig.db import api as db
 
 LOG = logging.getLogger(__name__)
@@ -35,9 +35,9 @@ class OperatorRecovery:
     def _agent_up(self, ctxt, host: str) -> bool:
         try:
             service = db.service_get(ctxt, compute_rpcapi.BINARY, host)
-        except exception.HostNotFound:
+        except exception.ServiceNotFound:
             return False
-        return instance_conductor.service_is_up(service)
+        return services.service_is_up(service)
 
     def abort(self, ctxt, migration_id: str) -> dict:
         """Send the guest back to src; only while src is still whole."""

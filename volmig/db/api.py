@@ -89,13 +89,32 @@ def service_get_all(ctxt, binary: str | None = None) -> list[dict]:
         return _dicts(session.scalars(query))
 
 
+def _service(session, binary: str, host: str) -> models.Service:
+    service = session.scalars(sa.select(models.Service).filter_by(
+        binary=binary, host=host)).first()
+    if service is None:
+        raise exception.ServiceNotFound(binary=binary, host=host)
+    return service
+
+
 def service_get(ctxt, binary: str, host: str) -> dict:
     with _CONTEXT.reader.using(ctxt) as session:
-        service = session.scalars(sa.select(models.Service).filter_by(
-            binary=binary, host=host)).first()
-        if service is None:
-            raise exception.HostNotFound(host=host)
+        return _service(session, binary, host).to_dict()
+
+
+def service_set_disabled(ctxt, binary: str, host: str, disabled: bool,
+                         reason: str | None) -> dict:
+    with _CONTEXT.writer.using(ctxt) as session:
+        service = _service(session, binary, host)
+        service.disabled = disabled
+        service.disabled_reason = reason if disabled else None
+        session.flush()
         return service.to_dict()
+
+
+def service_delete(ctxt, binary: str, host: str) -> None:
+    with _CONTEXT.writer.using(ctxt) as session:
+        session.delete(_service(session, binary, host))
 
 
 # Instances.

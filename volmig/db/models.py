@@ -25,6 +25,10 @@ class Service(Base):
     version = sa.Column(sa.String(16), nullable=False)
     capabilities = sa.Column(sa.JSON, nullable=False, default=dict)
     last_seen_at = sa.Column(sa.DateTime, nullable=False)
+    # A disabled compute host takes no new servers.
+    disabled = sa.Column(sa.Boolean, nullable=False, default=False,
+                         server_default=sa.false())
+    disabled_reason = sa.Column(sa.String(255))
 
 
 class Instance(Base):

@@ -5,10 +5,12 @@ import itertools
 from volmig.policies import attachments
 from volmig.policies import base
 from volmig.policies import servers
+from volmig.policies import services
 from volmig.policies import volume_migrations
 from volmig.policies import volumes
 
 
 def list_rules():
     return itertools.chain(*(module.list_rules() for module in (
-        base, servers, attachments, volumes, volume_migrations)))
+        base, servers, attachments, volumes, volume_migrations,
+        services)))

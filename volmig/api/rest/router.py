@@ -6,6 +6,7 @@ import webob.dec
 from volmig.api.rest import attachments
 from volmig.api.rest import migrations
 from volmig.api.rest import servers
+from volmig.api.rest import services
 from volmig.api.rest import versions
 from volmig.api.rest import volumes
 from volmig.api.rest import wsgi
@@ -37,6 +38,9 @@ ROUTES = {
         (PREFIX + '/os-volumes/{volume_id}', {'GET': 'show',
                                               'DELETE': 'delete'}),
         (PREFIX + '/os-volumes/{volume_id}/action', {'POST': 'action'}),
+    ],
+    services.ServicesController: [
+        (PREFIX + '/os-services', {'GET': 'index'}),
     ],
     migrations.MigrationsController: [
         (PREFIX + '/os-volume-migrations', {'GET': 'index'}),

@@ -110,7 +110,7 @@ class ServersController(controller.Controller):
             built = self.conductor.build_instances(
                 ctxt, request['name'], block_devices, count, host,
                 image_ref=request.get('imageRef') or None)
-        except exception.HostNotFound as exc:
+        except exception.ServiceNotFound as exc:
             raise exception.InvalidInput(field='availability_zone',
                                          reason=str(exc))
         servers = [server_view(req, server, detail=False)

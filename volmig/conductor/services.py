@@ -1,0 +1,42 @@
+"""Service records: liveness from heartbeats, and what operators change.
+
+A disabled compute host takes no new servers; its running servers and
+their migrations carry on. A record is deleted only once its service is
+down for good and, for a compute host, has no servers left.
+"""
+
+from oslo_utils import timeutils
+
+from volmig import exception
+from volmig.compute import rpcapi as compute_rpcapi
+from volmig.conf import CONF
+from volmig.db import api as db
+
+
+def service_is_up(service: dict) -> bool:
+    age = timeutils.delta_seconds(service['last_seen_at'],
+                                  timeutils.utcnow())
+    return age <= CONF.service_down_time
+
+
+def get_all(ctxt, binary: str | None = None) -> list[dict]:
+    return [dict(service, is_up=service_is_up(service))
+            for service in db.service_get_all(ctxt, binary)]
+
+
+def set_disabled(ctxt, binary: str, host: str, disabled: bool,
+                 reason: str | None = None) -> dict:
+    service = db.service_set_disabled(ctxt, binary, host, disabled, reason)
+    return dict(service, is_up=service_is_up(service))
+
+
+def delete(ctxt, binary: str, host: str) -> None:
+    service = db.service_get(ctxt, binary, host)
+    if service_is_up(service):
+        raise exception.ServiceIsUp(binary=binary, host=host)
+    if binary == compute_rpcapi.BINARY:
+        servers = db.instance_get_all(ctxt, host=host)
+        if servers:
+            raise exception.ServiceInUse(binary=binary, host=host,
+                                         count=len(servers))
+    db.service_delete(ctxt, binary, host)
