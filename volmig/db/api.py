@@ -89,7 +89,7 @@ def service_get_all(ctxt, binary: str | None = None) -> list[dict]:
         return _dicts(session.scalars(query))
 
 
-def _service(session, binary: str, host: str) -> models.Service:
+def _service(session, binary: str, host: str):
     service = session.scalars(sa.select(models.Service).filter_by(
         binary=binary, host=host)).first()
     if service is None:
