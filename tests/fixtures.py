@@ -11,6 +11,7 @@ from volmig import config
 from volmig import policy
 from volmig import rpc
 from volmig.conf import CONF
+from volmig.conf import opts
 from volmig.db import api as db_api
 from volmig.db import migration
 
@@ -27,6 +28,7 @@ class ConfFixture(fixtures.Fixture):
     def _setUp(self):
         self.conf = self.useFixture(config_fixture.Config(CONF)).config
         CONF([], project='volmig', default_config_files=[])
+        opts.set_defaults(CONF)
         self.state_path = self.useFixture(fixtures.TempDir()).path
         self.conf(state_path=self.state_path, transport_url='fake://',
                   host='test-host', report_interval=1, service_down_time=5,

@@ -3,8 +3,10 @@
 from oslo_config import cfg
 from oslo_db import options as db_options
 from oslo_log import log as logging
+from oslo_middleware.healthcheck import opts as healthcheck_opts
 
 from volmig import conf
+from volmig.api import health
 from volmig.conf import database
 
 
@@ -21,5 +23,7 @@ def set_defaults(conf=None):
     """Defaults volmig sets on library options (also for the generator)."""
     cfg.set_defaults(db_options.database_opts,
                      connection=database.DEFAULT_CONNECTION)
+    cfg.set_defaults(healthcheck_opts.HEALTHCHECK_OPTS,
+                     backends=health.BACKENDS)
     logging.set_defaults(default_log_levels=logging.get_default_log_levels()
                          + ['qemu.qmp=WARNING'])

@@ -1,10 +1,12 @@
 """The REST API's WSGI application.
 
 ``/`` (the versions document) answers without authentication, so load
-balancers and ``volmig-all-in-one`` can use it as a readiness check;
-everything else goes through auth (``[api] auth_strategy``) first.
+balancers and ``volmig-all-in-one`` can use it as a readiness check, and
+so does ``/healthcheck`` (database and RabbitMQ reachable: 200, else
+503); everything else goes through auth (``[api] auth_strategy``) first.
 """
 
+from oslo_middleware import healthcheck
 from oslo_middleware import request_id
 import webob.dec
 
@@ -12,6 +14,7 @@ from volmig.api.rest import auth
 from volmig.api.rest import router
 from volmig.api.rest import versions
 from volmig.api.rest import wsgi
+from volmig.conf import CONF
 
 
 class Root:
@@ -19,12 +22,15 @@ class Root:
     def __init__(self, application):
         self.application = application
         self.versions = wsgi.Resource(versions.VersionsController())
+        self.health = healthcheck.Healthcheck(None, CONF)
 
     @webob.dec.wsgify(RequestClass=wsgi.Request)
     def __call__(self, req):
         if req.path_info in ('', '/') and req.method == 'GET':
             req.urlvars = {'action': 'index'}
             return req.get_response(self.versions)
+        if req.path_info == '/healthcheck':
+            return req.get_response(self.health)
         return req.get_response(self.application)
 
 
