@@ -1,0 +1,118 @@
+"""volmig-status upgrade check: is this deployment ready to upgrade?
+
+It reads the database directly, as nova-status does, so it works while
+services are stopped. Exit codes are oslo.upgradecheck's: 0 success,
+1 warning, 2 failure.
+"""
+
+import sys
+
+from oslo_upgradecheck import upgradecheck
+from oslo_utils import versionutils
+
+from volmig import config
+from volmig import context as volmig_context
+from volmig import states
+from volmig.compute import rpcapi as compute_rpcapi
+from volmig.conductor import services
+from volmig.conf import CONF
+from volmig.conf import opts
+from volmig.db import api as db
+from volmig.db import migration as schema
+
+Code = upgradecheck.Code
+Result = upgradecheck.Result
+
+
+def _version(text: str) -> tuple:
+    return versionutils.convert_version_to_tuple(text)
+
+
+def previous_release() -> tuple[str, str]:
+    """The newest release alias below the compute RPC API of this code."""
+    older = [(_version(version), name, version)
+             for name, version in compute_rpcapi.VERSION_ALIASES.items()
+             if _version(version) < _version(compute_rpcapi.RPC_API_VERSION)]
+    _, name, version = max(older)
+    return name, version
+
+
+def _guarded(check):
+    """A check that cannot read what it needs fails, naming why."""
+    def guarded(self):
+        try:
+            return check(self)
+        except Exception as exc:
+            return Result(Code.FAILURE, 'Could not check: %s: %s'
+                          % (type(exc).__name__, str(exc).splitlines()[0]))
+    return guarded
+
+
+class Checks(upgradecheck.UpgradeCommands):
+
+    def check(self):
+        db.configure(CONF.database.connection)
+        return super().check()
+
+    def _schema(self):
+        current, head = schema.current_revision(), schema.head_revision()
+        if current != head:
+            return Result(Code.FAILURE, 'The database schema is at %s; this '
+                          'release needs %s. Run "volmig-manage db sync".'
+                          % (current or 'nothing', head))
+        return Result(Code.SUCCESS, 'Schema at %s.' % head)
+
+    def _computes(self):
+        name, floor = previous_release()
+        computes = services.get_all(volmig_context.get_admin_context(),
+                                    compute_rpcapi.BINARY)
+        too_old = ['%s (RPC %s)' % (svc['host'], svc['version'])
+                   for svc in computes
+                   if _version(svc['version']) < _version(floor)]
+        if too_old:
+            return Result(Code.FAILURE, 'Compute agents older than the '
+                          'previous release %s (RPC %s): %s. Upgrade them '
+                          'first, or delete their records with "volmig-'
+                          'manage service delete" if the hosts are gone.'
+                          % (name, floor, ', '.join(too_old)))
+        return Result(Code.SUCCESS, '%d compute agent(s), none older than '
+                      '%s.' % (len(computes), name))
+
+    def _service_versions(self):
+        mixed = []
+        for binary in sorted({svc['binary'] for svc in services.get_all(
+                volmig_context.get_admin_context())}):
+            versions = sorted({svc['version'] for svc in services.get_all(
+                volmig_context.get_admin_context(), binary)}, key=_version)
+            if len(versions) > 1:
+                mixed.append('%s: %s' % (binary, ', '.join(versions)))
+        if mixed:
+            return Result(Code.WARNING, 'A rolling upgrade is unfinished; '
+                          'services run several RPC versions (%s).'
+                          % '; '.join(mixed))
+        return Result(Code.SUCCESS, 'Every service of a kind runs one RPC '
+                      'version.')
+
+    def _migrations_needing_recovery(self):
+        stuck = [migration['id'] for migration in db.migration_get_all(
+            volmig_context.get_admin_context(), status=states.ERROR)
+            if migration['recovery_needed']]
+        if stuck:
+            return Result(Code.FAILURE, '%d migration(s) failed and need '
+                          'recovery: %s. Finish each with "volmig-manage '
+                          'migration recover ID" before upgrading.'
+                          % (len(stuck), ', '.join(stuck)))
+        return Result(Code.SUCCESS, 'No migration needs recovery.')
+
+    _upgrade_checks = tuple(
+        (name, _guarded(check)) for name, check in (
+            ('Database schema', _schema),
+            ('Compute agents', _computes),
+            ('Service versions', _service_versions),
+            ('Migrations needing recovery', _migrations_needing_recovery)))
+
+
+def main() -> None:
+    config.register_opts(CONF)
+    opts.set_defaults(CONF)
+    sys.exit(upgradecheck.main(CONF, 'volmig', Checks()))
