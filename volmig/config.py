@@ -3,6 +3,7 @@
 from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_messaging import opts as messaging_opts
+from oslo_reports import opts as reports_opts
 
 from volmig import conf as volmig_conf
 from volmig.conf import CONF
@@ -17,6 +18,7 @@ RABBIT_PREFETCH = 10
 def register_opts(conf=CONF) -> None:
     volmig_conf.register_opts(conf)
     logging.register_options(conf)
+    reports_opts.set_defaults(conf)
     messaging.set_transport_defaults('volmig')
     # oslo.messaging registers these lazily; volmig sets defaults on them
     # (and tests override them) before any transport exists.

@@ -4,12 +4,14 @@ import threading
 import typing
 
 from oslo_log import log as logging
+from oslo_reports import guru_meditation_report as gmr
 from oslo_service import backend
 from oslo_service import service
 
 from volmig import context as volmig_context
 from volmig import rpc
 from volmig import systemd_notify
+from volmig import version
 from volmig.api import manager as api_manager
 from volmig.compute import manager as compute_manager
 from volmig.compute import rpcapi as compute_rpcapi
@@ -166,7 +168,12 @@ class Notified(service.Service):
 
 
 def serve(server: service.Service) -> None:
-    """Run in this process until SIGTERM (no forked workers)."""
+    """Run in this process until SIGTERM (no forked workers).
+
+    SIGUSR2 writes a Guru Meditation report (threads, configuration) to
+    stderr, or to a file in ``[oslo_reports] log_dir``.
+    """
+    gmr.TextGuruMeditation.setup_autorun(version, conf=CONF)
     notified = Notified(server, systemd_notify.claim())
     launcher = service.launch(CONF, notified, workers=1, no_fork=True)
     launcher.wait()

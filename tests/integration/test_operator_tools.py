@@ -1,0 +1,104 @@
+"""What an operator runs against live services, as separate processes on
+RabbitMQ: the service commands, the healthcheck and Guru Meditation."""
+
+import glob
+import os
+import signal
+import subprocess
+
+import requests
+
+from tests.integration import base
+from tests.integration import cluster
+from volmig import service
+from volmig import states
+
+
+class OperatorToolsTest(base.ProcessTestCase):
+
+    COMPUTES = 2
+
+    def options(self):
+        options = super().options()
+        options[('oslo_reports', 'log_dir')] = os.path.join(
+            self.conf_fixture.state_path, 'reports')
+        return options
+
+    def _manage(self, *args) -> subprocess.CompletedProcess:
+        result = subprocess.run(
+            [os.path.join(cluster.BIN_DIR, 'volmig-manage'),
+             '--config-file', self.cluster.config_file, 'service', *args],
+            capture_output=True, text=True, timeout=120)
+        self.assertNotIn('Traceback', result.stdout + result.stderr)
+        return result
+
+    def test_service_commands(self):
+        listing = self._manage('list')
+        self.assertEqual(0, listing.returncode, listing.stderr)
+        rows = {tuple(line.split()[:4]) for line in
+                listing.stdout.splitlines()}
+        self.assertIn(('volmig-compute', 'compute-2', 'enabled', 'up'), rows)
+        disabled = self._manage('disable', service.COMPUTE, 'compute-2',
+                                '--reason', 'maintenance')
+        self.assertEqual('volmig-compute on compute-2 is disabled\n',
+                         disabled.stdout)
+        servers = [self.api('POST', '/servers', {'server': {'name': 'vm'}})
+                   for _ in range(2)]
+        hosts = {self.wait_for_server(server['server']['id'],
+                                      states.VM_ACTIVE)['host']
+                 for server in servers}
+        self.assertEqual({'compute-1'}, hosts)
+        listed = self.api('GET', '/os-services?host=compute-2')['services']
+        self.assertEqual([('disabled', 'maintenance', 'up')],
+                         [(s['status'], s['disabled_reason'], s['state'])
+                          for s in listed])
+        refused = self._manage('delete', service.COMPUTE, 'compute-2')
+        self.assertEqual(1, refused.returncode)
+        self.assertIn('volmig-compute on host compute-2 is up: stop it '
+                      'first', refused.stderr)
+        self.cluster.processes['compute-2'].may_die = True
+        self.cluster.processes['compute-2'].stop()
+        self.wait_until(lambda: self.api(
+            'GET', '/os-services?host=compute-2')['services'][0]['state']
+            == 'down', what='compute-2 to be down')
+        deleted = self._manage('delete', service.COMPUTE, 'compute-2')
+        self.assertEqual(0, deleted.returncode, deleted.stderr)
+        self.assertEqual([], self.api('GET',
+                                      '/os-services?host=compute-2')
+                         ['services'])
+
+    def api(self, method, path, body=None):
+        response = requests.request(
+            method, self.endpoint + path, json=body, timeout=30,
+            headers={'X-Auth-Token': 'admin:admin',
+                     'OpenStack-API-Version': 'compute 2.61'})
+        self.assertLess(response.status_code, 300, response.text)
+        return response.json()
+
+    def test_healthcheck_on_rabbitmq(self):
+        root = self.endpoint.rsplit('/v2.1', 1)[0]
+        answer = requests.get(root + '/healthcheck', timeout=30,
+                              headers={'Accept': 'application/json'})
+        self.assertEqual(200, answer.status_code, answer.text)
+        self.assertEqual(['database OK', 'RabbitMQ OK'],
+                         answer.json()['reasons'])
+
+    def test_guru_meditation_on_sigusr2(self):
+        reports = os.path.join(self.conf_fixture.state_path, 'reports')
+        os.makedirs(reports, exist_ok=True)
+        agent = self.cluster.processes['compute-1'].process
+        agent.send_signal(signal.SIGUSR2)
+
+        def report():
+            for path in glob.glob(os.path.join(reports, '*gurumeditation*')):
+                with open(path) as written:
+                    text = written.read()
+                # The configuration section comes last.
+                if 'host = compute-1' in text:
+                    return text
+            return None
+        text = self.wait_until(report, timeout=30, what='a report')
+        self.assertIn('Guru Meditation', text)
+        self.assertIn('Threads', text)
+        self.assertIsNone(agent.poll())
+        self.check_alive()
