@@ -73,7 +73,7 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
         self.cluster = self.useFixture(cluster.Cluster(
             self.state_path, vhost.url, CONF.database.connection,
             self.hosts, options=options,
-            compute_options=self.COMPUTE_OPTIONS,
+            process_options=self.process_options(),
             volume=self.VOLUME_SERVICE))
         self.processes = self.cluster.processes
         self.setup_clients(rpc_timeout=30)
@@ -82,6 +82,11 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
     def options(self) -> dict:
         """Extra options of every process and of the test itself."""
         return dict(self.OPTIONS)
+
+    def process_options(self) -> dict:
+        """Extra options per process: {name: {(group, name): value}}, by
+        compute host, or ``conductor``, ``api``, ``volume``."""
+        return dict(self.COMPUTE_OPTIONS)
 
     def check_alive(self):
         self.cluster.check_processes()

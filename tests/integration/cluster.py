@@ -117,14 +117,14 @@ def write_config(path: str, options: dict) -> str:
 class Cluster(fixtures.Fixture):
     """A conductor, an API and compute agents, each its own process.
 
-    ``options`` go to every process; ``compute_options`` maps a compute
-    host to the extra options of its agent. With ``volume``, volmig-volume
-    runs too.
+    ``options`` go to every process; ``process_options`` maps a process
+    name (a compute host, ``conductor``, ``api`` or ``volume``) to its
+    extra options. With ``volume``, volmig-volume runs too.
     """
 
     def __init__(self, state_path: str, transport_url: str, db_url: str,
                  hosts: list[str], options: dict | None = None,
-                 compute_options: dict | None = None, volume: bool = False):
+                 process_options: dict | None = None, volume: bool = False):
         super().__init__()
         self.state_path = state_path
         self.hosts = hosts
@@ -136,22 +136,24 @@ class Cluster(fixtures.Fixture):
             ('compute', 'driver'): 'fake',
         }
         self.options.update(options or {})
-        self.compute_options = compute_options or {}
+        self.process_options = process_options or {}
         self.processes: dict[str, ServiceProcess] = {}
         self._restarts = 0
 
     def _setUp(self):
         self.config_file = write_config(
             os.path.join(self.state_path, 'volmig.conf'), self.options)
-        self.spawn('volmig-conductor', 'conductor')
-        self.spawn('volmig-api', 'api')
+        services = [('volmig-conductor', 'conductor', {}),
+                    ('volmig-api', 'api', {})]
         if self.volume:
-            self.spawn('volmig-volume', 'volume')
-        for host in self.hosts:
-            options = {('DEFAULT', 'host'): host}
-            options.update(self.compute_options.get(host, {}))
-            self.spawn('volmig-compute', host, write_config(
-                os.path.join(self.state_path, host + '.conf'), options))
+            services.append(('volmig-volume', 'volume', {}))
+        services += [('volmig-compute', host, {('DEFAULT', 'host'): host})
+                     for host in self.hosts]
+        for binary, name, options in services:
+            options.update(self.process_options.get(name, {}))
+            self.spawn(binary, name, write_config(
+                os.path.join(self.state_path, name + '.conf'), options)
+                if options else None)
 
     def restart(self, name: str, sig=signal.SIGTERM,
                 command=None) -> ServiceProcess:
