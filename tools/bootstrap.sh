@@ -10,6 +10,7 @@ command -v rabbitmqctl >/dev/null 2>&1 || need_apt+=(rabbitmq-server)
 command -v qemu-system-x86_64 >/dev/null 2>&1 || need_apt+=(qemu-system-x86)
 command -v qemu-img >/dev/null 2>&1 || need_apt+=(qemu-utils)
 command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 python3 -m venv --help >/dev/null 2>&1 || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive

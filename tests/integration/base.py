@@ -47,7 +47,7 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
         super().setUp()
         self.conf_fixture = self.useFixture(volmig_fixtures.ConfFixture())
         self.state_path = self.conf_fixture.state_path
-        self.vhost = vhost = self.useFixture(cluster.VhostFixture())
+        self.vhost = vhost = self.useFixture(self.broker())
         self.conf_fixture.conf(transport_url=vhost.url)
         self.useFixture(volmig_fixtures.DatabaseFixture())
         self.useFixture(volmig_fixtures.RPCFixture())
@@ -78,6 +78,10 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
         self.processes = self.cluster.processes
         self.setup_clients(rpc_timeout=30)
         self.cluster.wait_until_registered()
+
+    def broker(self):
+        """Where the services meet: a fixture with ``url`` and ``name``."""
+        return cluster.VhostFixture()
 
     def options(self) -> dict:
         """Extra options of every process and of the test itself."""
