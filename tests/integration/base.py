@@ -74,6 +74,7 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
             self.state_path, vhost.url, CONF.database.connection,
             self.hosts, options=options,
             process_options=self.process_options(),
+            prefixes=self.prefixes(),
             volume=self.VOLUME_SERVICE))
         self.processes = self.cluster.processes
         self.setup_clients(rpc_timeout=30)
@@ -86,6 +87,10 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
     def options(self) -> dict:
         """Extra options of every process and of the test itself."""
         return dict(self.OPTIONS)
+
+    def prefixes(self) -> dict:
+        """What each process runs under: {name: command prefix}."""
+        return {}
 
     def process_options(self) -> dict:
         """Extra options per process: {name: {(group, name): value}}, by

@@ -62,11 +62,13 @@ class ServiceProcess(fixtures.Fixture):
     """One volmig binary in its own process, logging to a file."""
 
     def __init__(self, binary, config_files, log_dir, name, command=None,
-                 env=None):
+                 env=None, prefix=()):
         super().__init__()
         self.binary = binary
         # Variables added to this process's environment.
         self.env = env or {}
+        # What it runs under, e.g. ``ip netns exec HOST``.
+        self.prefix = list(prefix)
         self.config_files = config_files
         self.log_path = os.path.join(log_dir, name + '.log')
         # What runs instead of the binary, e.g. a test's wrapper of it.
@@ -76,7 +78,7 @@ class ServiceProcess(fixtures.Fixture):
         self.process = None
 
     def _setUp(self):
-        args = list(self.command)
+        args = self.prefix + list(self.command)
         for path in self.config_files:
             args += ['--config-file', path]
         args += ['--log-file', self.log_path]
@@ -124,7 +126,8 @@ class Cluster(fixtures.Fixture):
 
     def __init__(self, state_path: str, transport_url: str, db_url: str,
                  hosts: list[str], options: dict | None = None,
-                 process_options: dict | None = None, volume: bool = False):
+                 process_options: dict | None = None, volume: bool = False,
+                 prefixes: dict | None = None):
         super().__init__()
         self.state_path = state_path
         self.hosts = hosts
@@ -137,6 +140,8 @@ class Cluster(fixtures.Fixture):
         }
         self.options.update(options or {})
         self.process_options = process_options or {}
+        # {name: command prefix}, e.g. to run a host in a namespace.
+        self.prefixes = prefixes or {}
         self.processes: dict[str, ServiceProcess] = {}
         self._restarts = 0
 
@@ -167,7 +172,7 @@ class Cluster(fixtures.Fixture):
         self._restarts += 1
         process = self.useFixture(ServiceProcess(
             old.binary, old.config_files, self.state_path,
-            '%s-%d' % (name, self._restarts), command))
+            '%s-%d' % (name, self._restarts), command, prefix=old.prefix))
         self.processes[name] = process
         return process
 
@@ -183,9 +188,9 @@ class Cluster(fixtures.Fixture):
 
     def spawn(self, binary, name, extra_config=None, env=None):
         files = [self.config_file] + ([extra_config] if extra_config else [])
-        process = self.useFixture(ServiceProcess(binary, files,
-                                                 self.state_path, name,
-                                                 env=env))
+        process = self.useFixture(ServiceProcess(
+            binary, files, self.state_path, name, env=env,
+            prefix=self.prefixes.get(name, ())))
         self.processes[name] = process
         return process
 

@@ -7,7 +7,7 @@ import kombu.exceptions
 import requests
 
 from tests.integration import base
-from tests.integration import tls_broker
+from tests.integration import broker_node
 from volmig import states
 
 
@@ -52,7 +52,7 @@ class TLSTest(_MigrationRoundTrip, base.ProcessTestCase):
     COMPUTES = 1
 
     def broker(self):
-        self.tls = tls_broker.TLSBrokerFixture()
+        self.tls = broker_node.BrokerNode(tls=True)
         return self.tls
 
     def options(self):
