@@ -9,6 +9,7 @@ from oslo_serialization import jsonutils
 
 from volmig import context as volmig_context
 from volmig import exception
+from volmig import metrics
 from volmig.conf import CONF
 
 # Typed exceptions from this module cross RPC as themselves.
@@ -53,9 +54,18 @@ def endpoint(method):
         try:
             signature.bind(self, ctxt, **kwargs)
         except TypeError as exc:
+            metrics.RPC_ERRORS.labels(method=method.__name__,
+                                      error='InvalidInput').inc()
             raise exception.InvalidInput(field='arguments of %s'
                                          % method.__name__, reason=exc)
-        return method(self, ctxt, **kwargs)
+        try:
+            return method(self, ctxt, **kwargs)
+        except Exception as exc:
+            # A refusal relayed from another service keeps its name.
+            error = type(exc).__name__.removesuffix('_Remote')
+            metrics.RPC_ERRORS.labels(method=method.__name__,
+                                      error=error).inc()
+            raise
     wrapped = messaging.expected_exceptions(exception.VolmigException)(
         checked)
     wrapped.rpc_endpoint = True

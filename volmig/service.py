@@ -1,5 +1,6 @@
 """One volmig service: an RPC server, a manager, heartbeats and timers."""
 
+import logging as logging_std
 import threading
 import typing
 
@@ -9,6 +10,7 @@ from oslo_service import backend
 from oslo_service import service
 
 from volmig import context as volmig_context
+from volmig import metrics
 from volmig import rpc
 from volmig import systemd_notify
 from volmig import version
@@ -65,6 +67,8 @@ class Service(service.Service):
         LOG.info('Starting %(binary)s on %(host)s (concurrency: %(backend)s)',
                  {'binary': self.binary, 'host': self.host,
                   'backend': backend.get_backend_type().value})
+        if CONF.metrics.port:
+            metrics.serve(CONF.metrics.listen, CONF.metrics.port)
         self.manager.init_host()
         self._server = rpc.get_server(self.topic, self.host, [self.manager])
         self._server.start()
@@ -167,6 +171,15 @@ class Notified(service.Service):
         self.server.wait()
 
 
+class _NoForkNotice(logging_std.Filter):
+    """oslo.service warns that a service runs in the main process. volmig
+    does so on purpose: systemd watches the main PID, and guests are the
+    agent's children."""
+
+    def filter(self, record):
+        return 'no_fork=True' not in record.getMessage()
+
+
 def serve(server: service.Service) -> None:
     """Run in this process until SIGTERM (no forked workers).
 
@@ -174,6 +187,8 @@ def serve(server: service.Service) -> None:
     stderr, or to a file in ``[oslo_reports] log_dir``.
     """
     gmr.TextGuruMeditation.setup_autorun(version, conf=CONF)
+    logging_std.getLogger('oslo_service.backend._threading.service')\
+        .addFilter(_NoForkNotice())
     notified = Notified(server, systemd_notify.claim())
     launcher = service.launch(CONF, notified, workers=1, no_fork=True)
     launcher.wait()

@@ -5,6 +5,7 @@ import glob
 import os
 import signal
 import subprocess
+import sys
 
 import requests
 
@@ -12,6 +13,8 @@ from tests.integration import base
 from tests.integration import cluster
 from volmig import service
 from volmig import states
+
+ROOT = os.path.join(os.path.dirname(__file__), '..', '..')
 
 
 class OperatorToolsTest(base.ProcessTestCase):
@@ -22,6 +25,7 @@ class OperatorToolsTest(base.ProcessTestCase):
         options = super().options()
         options[('oslo_reports', 'log_dir')] = os.path.join(
             self.conf_fixture.state_path, 'reports')
+        options[('oslo_messaging_notifications', 'driver')] = 'messagingv2'
         return options
 
     def _manage(self, *args) -> subprocess.CompletedProcess:
@@ -82,6 +86,26 @@ class OperatorToolsTest(base.ProcessTestCase):
         self.assertEqual(200, answer.status_code, answer.text)
         self.assertEqual(['database OK', 'RabbitMQ OK'],
                          answer.json()['reasons'])
+
+    def test_the_notification_consumer_example(self):
+        example = subprocess.Popen(
+            [sys.executable, os.path.join(ROOT, 'doc', 'examples',
+                                          'notification_consumer.py'),
+             '--transport-url', self.vhost.url, '--count', '4'],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.addCleanup(example.kill)
+        self.assertEqual('listening\n', example.stdout.readline())
+        server, bdm = self.create_server('compute-1')
+        migration = self.client.start(self.ctxt, bdm['attachment_id'])
+        output, _ = example.communicate(timeout=60)
+        self.assertEqual(
+            [('instance.create.start', server['uuid']),
+             ('instance.create.end', server['uuid']),
+             ('volume_migration.start.start', migration['id']),
+             ('volume_migration.start.end', migration['id'])],
+            [(line.split()[0], line.split()[2])
+             for line in output.splitlines()])
+        self.assertTrue(output.splitlines()[-1].endswith(' started'))
 
     def test_guru_meditation_on_sigusr2(self):
         reports = os.path.join(self.conf_fixture.state_path, 'reports')

@@ -83,6 +83,9 @@ class SystemdNotifyTest(base.ProcessTestCase):
         while not after or after[-1] != 'STOPPING=1':
             after.append(sock.recv(256).decode())
         self.assertEqual(0, process.process.wait(timeout=WAIT))
+        with open(process.log_path) as log:
+            # Running in the main process is volmig's choice, not a fault.
+            self.assertNotIn('no_fork=True', log.read())
         self.assertLessEqual(set(after), {'WATCHDOG=1', 'STOPPING=1'})
         return after
 

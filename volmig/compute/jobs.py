@@ -2,10 +2,12 @@
 
 from collections.abc import Callable
 import threading
+import time
 
 import futurist
 from oslo_log import log as logging
 
+from volmig import metrics
 from volmig.compute.drivers import base
 
 LOG = logging.getLogger(__name__)
@@ -14,13 +16,19 @@ LOG = logging.getLogger(__name__)
 class JobRunner:
     """A futurist pool; each job is polled until it finishes.
 
-    ``report(progress)`` is called whenever progress moves, and once at the
-    end; ``on_error(exc)`` if the job raises.
+    ``report(progress)`` is called once at the end and, before that, when
+    progress has moved by a ``reports_per_job``-th of the total and
+    ``report_interval`` seconds have passed, whichever is rarer: a
+    thousand jobs at once must not flood the conductor. ``on_error(exc)``
+    is called if the job raises.
     """
 
-    def __init__(self, workers: int, poll_interval: float):
+    def __init__(self, workers: int, poll_interval: float,
+                 report_interval: float = 1.0, reports_per_job: int = 20):
         self._executor = futurist.ThreadPoolExecutor(max_workers=workers)
         self._poll_interval = poll_interval
+        self._report_interval = report_interval
+        self._reports_per_job = reports_per_job
         self._stopping = threading.Event()
         self._running: set[str] = set()
         self._lock = threading.Lock()
@@ -43,8 +51,11 @@ class JobRunner:
             return name in self._running
 
     def _run(self, name, job, report, on_error) -> None:
+        began = time.monotonic()
         try:
             self._poll(name, job, report)
+            metrics.JOB_SECONDS.labels(kind=type(job).__name__).observe(
+                time.monotonic() - began)
         except Exception as exc:
             LOG.exception('Job %s failed', name)
             self._done(name)
@@ -56,13 +67,25 @@ class JobRunner:
         with self._lock:
             self._running.discard(name)
 
+    def _due(self, progress, reported, reported_at) -> bool:
+        if progress.finished:
+            return True
+        if reported is None:
+            return progress.bytes_total > 0
+        step = progress.bytes_total / self._reports_per_job
+        return (progress.bytes_done - reported.bytes_done >= step
+                and time.monotonic() - reported_at >= self._report_interval)
+
     def _poll(self, name, job, report) -> None:
-        last = None
+        reported, reported_at, copied = None, 0.0, 0
         while not self._stopping.is_set():
             progress = job.poll()
-            if progress != last or progress.finished:
+            if progress.bytes_done > copied:
+                metrics.BYTES_COPIED.inc(progress.bytes_done - copied)
+                copied = progress.bytes_done
+            if self._due(progress, reported, reported_at):
                 report(progress)
-                last = progress
+                reported, reported_at = progress, time.monotonic()
             if progress.finished:
                 return
             self._stopping.wait(self._poll_interval)

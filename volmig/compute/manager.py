@@ -46,7 +46,9 @@ class ComputeManager:
         self.driver = drivers.load_driver()
         self.conductor = conductor_rpcapi.ConductorAPI()
         self.jobs = jobs.JobRunner(CONF.compute.job_workers,
-                                   CONF.compute.job_poll_interval)
+                                   CONF.compute.job_poll_interval,
+                                   CONF.compute.progress_report_interval,
+                                   CONF.compute.progress_reports_per_job)
         self.notifier = notifications.Notifier('%s:%s' % (rpcapi.BINARY,
                                                           host))
         self.migrations = migrations.MigrationRunner(

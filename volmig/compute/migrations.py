@@ -10,6 +10,7 @@ from oslo_concurrency import lockutils
 from oslo_log import log as logging
 
 from volmig import exception
+from volmig import metrics
 from volmig import notifications
 from volmig import states
 
@@ -75,6 +76,7 @@ class MigrationRunner:
                 raise
             raise exception.DriverError(action='start the migration',
                                         reason=exc)
+        metrics.observe_pauses(pauses)
         self.notifier.notify(ctxt, START, 'end', notifications.migration_data(
             dict(migration, status=states.STARTED, pauses_ms=pauses)))
         if legacy:
@@ -145,6 +147,7 @@ class MigrationRunner:
                 self._roll_back(ctxt, migration, bdm, exc)
                 return
             pauses = {}
+        metrics.observe_pauses(pauses)
         self.conductor.migration_switched(ctxt, migration['id'], pauses)
         self._commit(ctxt, migration, bdm)
 
@@ -175,6 +178,7 @@ class MigrationRunner:
 
     def _finisher(self, ctxt, migration, final_status):
         def finish(job):
+            metrics.observe_pauses(job.pauses)
             ended = self.conductor.migration_job_ended(
                 ctxt, migration['id'], final_status, dict(job.pauses))
             self.notifier.notify(ctxt, _EVENTS[final_status], 'end',

@@ -227,6 +227,10 @@ class ConductorManager:
         return self.migrations.work_for_host(ctxt, host)
 
     @rpc.endpoint
+    def migration_count_by_status(self, ctxt):
+        return db.migration_count_by_status(ctxt)
+
+    @rpc.endpoint
     def migration_report_progress(self, ctxt, migration_id, bytes_done,
                                   bytes_total):
         return self.migrations.report_progress(ctxt, migration_id,

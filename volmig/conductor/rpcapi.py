@@ -21,8 +21,9 @@ API version history:
           volume_detach_failed ends a detach the guest refused, both
           recorded as the server's fault; instance_console_output;
           instance_list takes a host.
-    1.5 - Operators manage services: service_set_disabled (a disabled
-          compute host takes no new servers) and service_delete.
+    1.5 - Operations: service_set_disabled (a disabled compute host
+          takes no new servers), service_delete, and
+          migration_count_by_status for the metrics.
 """
 
 from oslo_log import log as logging
@@ -39,7 +40,7 @@ BINARY = TOPIC = 'volmig-conductor'
 RPC_API_VERSION = '1.5'
 OWNER_VERSION = '1.3'
 GUESTS_VERSION = '1.4'
-SERVICES_VERSION = '1.5'
+OPERATIONS_VERSION = '1.5'
 
 # Release names an operator may put in [upgrade_levels] conductor.
 VERSION_ALIASES = {
@@ -104,21 +105,25 @@ class ConductorAPI:
     def service_min_version(self, ctxt, binary):
         return self._call(ctxt, 'service_min_version', binary=binary)
 
-    def _services_client(self, what: str):
-        if not self.can_send_version(SERVICES_VERSION):
+    def _operations_client(self, what: str):
+        if not self.can_send_version(OPERATIONS_VERSION):
             raise exception.ServiceTooOld(service=BINARY, feature=what,
-                                          needed=SERVICES_VERSION)
-        return self.client.prepare(version=SERVICES_VERSION)
+                                          needed=OPERATIONS_VERSION)
+        return self.client.prepare(version=OPERATIONS_VERSION)
 
     def service_set_disabled(self, ctxt, binary, host, disabled,
                              reason=None):
-        return self._services_client('service disable').call(
+        return self._operations_client('service disable').call(
             ctxt, 'service_set_disabled', binary=binary, host=host,
             disabled=disabled, reason=reason)
 
     def service_delete(self, ctxt, binary, host):
-        return self._services_client('service delete').call(
+        return self._operations_client('service delete').call(
             ctxt, 'service_delete', binary=binary, host=host)
+
+    def migration_count_by_status(self, ctxt):
+        return self._operations_client('metrics').call(
+            ctxt, 'migration_count_by_status')
 
     # Instances: what users ask for.
 

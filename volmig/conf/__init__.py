@@ -12,6 +12,7 @@ from volmig.conf import conductor
 from volmig.conf import database
 from volmig.conf import default
 from volmig.conf import fake_driver
+from volmig.conf import metrics
 from volmig.conf import qemu
 from volmig.conf import storage
 from volmig.conf import upgrade_levels
@@ -19,8 +20,8 @@ from volmig.conf import volume
 
 CONF = cfg.CONF
 
-MODULES = (default, api, compute, conductor, database, fake_driver, qemu,
-           storage, upgrade_levels, volume)
+MODULES = (default, api, compute, conductor, database, fake_driver, metrics,
+           qemu, storage, upgrade_levels, volume)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

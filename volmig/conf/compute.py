@@ -18,7 +18,15 @@ compute_opts = [
     cfg.IntOpt('job_workers', default=8, min=1,
                help='Threads that run asynchronous jobs (commits, mirrors).'),
     cfg.FloatOpt('job_poll_interval', default=0.5, min=0.01,
-                 help='Seconds between progress reports of a running job.'),
+                 help='Seconds between polls of a running job.'),
+    cfg.FloatOpt('progress_report_interval', default=1.0, min=0,
+                 help='Least seconds between two progress reports of a '
+                      'job to the conductor.'),
+    cfg.IntOpt('progress_reports_per_job', default=20, min=1,
+               help='Most progress reports of one job, besides its end: '
+                    'a report waits until the job has moved this '
+                    'fraction of its total and progress_report_interval '
+                    'has passed, whichever is rarer.'),
     cfg.StrOpt('announced_rpc_version', default=None,
                help='Announce this compute RPC version instead of the '
                     'latest one. Only for testing rolling upgrades: it makes '

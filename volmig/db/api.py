@@ -1,6 +1,7 @@
 """Data access. Only the conductor (and its periodic tasks) call this."""
 
 import datetime
+import typing
 
 from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import enginefacade
@@ -351,6 +352,13 @@ def migrations_older_than(ctxt, statuses,
                 sa.func.coalesce(models.VolumeMigration.updated_at,
                                  models.VolumeMigration.created_at)
                 < cutoff)))
+
+
+def migration_count_by_status(ctxt) -> dict[str, int]:
+    with _CONTEXT.reader.using(ctxt) as session:
+        column: typing.Any = models.VolumeMigration.status
+        return dict(session.execute(sa.select(column, sa.func.count())
+                                    .group_by(column)).all())
 
 
 def migration_get_all_for_recovery(ctxt, host: str) -> list[dict]:

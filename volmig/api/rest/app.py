@@ -3,17 +3,22 @@
 ``/`` (the versions document) answers without authentication, so load
 balancers and ``volmig-all-in-one`` can use it as a readiness check, and
 so does ``/healthcheck`` (database and RabbitMQ reachable: 200, else
-503); everything else goes through auth (``[api] auth_strategy``) first.
+503), and ``/metrics`` (Prometheus); everything else goes through auth
+(``[api] auth_strategy``) first.
 """
 
 from oslo_middleware import healthcheck
 from oslo_middleware import request_id
+import prometheus_client
+import webob
 import webob.dec
 
+from volmig import metrics
 from volmig.api.rest import auth
 from volmig.api.rest import router
 from volmig.api.rest import versions
 from volmig.api.rest import wsgi
+from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
 
 
@@ -23,6 +28,9 @@ class Root:
         self.application = application
         self.versions = wsgi.Resource(versions.VersionsController())
         self.health = healthcheck.Healthcheck(None, CONF)
+        self.metrics = prometheus_client.CollectorRegistry(auto_describe=False)
+        self.metrics.register(metrics.MigrationsByStatus(
+            conductor_rpcapi.ConductorAPI()))
 
     @webob.dec.wsgify(RequestClass=wsgi.Request)
     def __call__(self, req):
@@ -31,6 +39,11 @@ class Root:
             return req.get_response(self.versions)
         if req.path_info == '/healthcheck':
             return req.get_response(self.health)
+        if req.path_info == '/metrics' and req.method == 'GET':
+            return webob.Response(
+                body=metrics.exposition(self.metrics),
+                content_type=prometheus_client.CONTENT_TYPE_LATEST.split(
+                    ';')[0], charset='utf-8')
         return req.get_response(self.application)
 
 

@@ -1,0 +1,60 @@
+"""Prometheus metrics: what each process counts, and how it is served.
+
+Agents count bytes copied, guest I/O pauses and job durations; every
+service counts the errors its RPC endpoints answer. Migrations by status
+come from the conductor at scrape time, for the whole cloud, on the API's
+``/metrics``.
+"""
+
+import prometheus_client
+from prometheus_client import core
+
+from volmig import context as volmig_context
+
+BYTES_COPIED = prometheus_client.Counter(
+    'volmig_job_bytes_copied',
+    'Bytes that agents\' jobs (commits, mirrors) have copied.')
+PAUSES = prometheus_client.Histogram(
+    'volmig_guest_io_pause_milliseconds',
+    'Guest I/O pauses of the driver steps, in milliseconds.', ['step'],
+    buckets=(0.5, 1, 2, 5, 10, 25, 50, 100, 250, 1000))
+JOB_SECONDS = prometheus_client.Histogram(
+    'volmig_job_duration_seconds', 'How long agents\' jobs ran.', ['kind'],
+    buckets=(0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600))
+RPC_ERRORS = prometheus_client.Counter(
+    'volmig_rpc_errors', 'Errors answered by RPC endpoints.',
+    ['method', 'error'])
+
+
+def observe_pauses(pauses: dict | None) -> None:
+    for step, milliseconds in (pauses or {}).items():
+        PAUSES.labels(step=step).observe(milliseconds)
+
+
+class MigrationsByStatus:
+    """``volmig_migrations{status}``, asked of the conductor per scrape."""
+
+    def __init__(self, conductor):
+        self.conductor = conductor
+
+    def collect(self):
+        family = core.GaugeMetricFamily(
+            'volmig_migrations', 'Volume migrations by status.',
+            labels=['status'])
+        counts = self.conductor.migration_count_by_status(
+            volmig_context.get_admin_context())
+        for status, count in sorted(counts.items()):
+            family.add_metric([status], count)
+        yield family
+
+
+def exposition(*registries) -> bytes:
+    """This process's metrics, then those of ``registries``."""
+    return b''.join(prometheus_client.generate_latest(registry)
+                    for registry in (prometheus_client.REGISTRY,
+                                     *registries))
+
+
+def serve(listen: str, port: int) -> None:
+    """A /metrics of this process's own, on a thread of its own."""
+    prometheus_client.start_http_server(port, addr=listen)
