@@ -21,6 +21,8 @@ PAUSES = prometheus_client.Histogram(
 JOB_SECONDS = prometheus_client.Histogram(
     'volmig_job_duration_seconds', 'How long agents\' jobs ran.', ['kind'],
     buckets=(0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600))
+RPC_REQUESTS = prometheus_client.Counter(
+    'volmig_rpc_requests', 'Requests served by RPC endpoints.', ['method'])
 RPC_ERRORS = prometheus_client.Counter(
     'volmig_rpc_errors', 'Errors answered by RPC endpoints.',
     ['method', 'error'])

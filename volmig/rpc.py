@@ -51,6 +51,7 @@ def endpoint(method):
 
     @functools.wraps(method)
     def checked(self, ctxt, **kwargs):
+        metrics.RPC_REQUESTS.labels(method=method.__name__).inc()
         try:
             signature.bind(self, ctxt, **kwargs)
         except TypeError as exc:

@@ -7,6 +7,12 @@ fake_driver_opts = [
     cfg.BoolOpt('offline_only', default=False,
                 help='Behave as a driver that cannot migrate a running '
                      'guest\'s volume: migrations need the guest shut off.'),
+    cfg.FloatOpt('job_seconds', default=0.0, min=0,
+                 help='How long each commit or cancel job takes, moving '
+                      'job_bytes at an even rate; 0 finishes at once. For '
+                      'scale tests of progress reporting.'),
+    cfg.IntOpt('job_bytes', default=1024 ** 3, min=1,
+               help='The size a simulated job copies.'),
 ]
 
 

@@ -2,6 +2,7 @@
 
 import dataclasses
 import threading
+import time
 
 from volmig import exception
 from volmig import states
@@ -20,6 +21,20 @@ class FakeDisk:
 class FakeGuest:
     power_state: str
     disks: dict = dataclasses.field(default_factory=dict)
+
+
+class SimulatedCopy(base.Job):
+    """Moves ``total`` bytes at an even rate over ``seconds``."""
+
+    def __init__(self, seconds: float, total: int):
+        self._began = time.monotonic()
+        self._seconds = seconds
+        self._total = total
+
+    def poll(self) -> base.JobProgress:
+        share = min(1.0, (time.monotonic() - self._began) / self._seconds)
+        return base.JobProgress(int(self._total * share), self._total,
+                                share >= 1.0)
 
 
 class FakeDriver(base.ComputeDriver):
@@ -92,9 +107,15 @@ class FakeDriver(base.ComputeDriver):
         self._disk(instance, bdm).on_overlay = True
         return {}
 
+    def _job(self) -> base.Job:
+        seconds = self.conf.fake_driver.job_seconds
+        if not seconds:
+            return base.FinishedJob()
+        return SimulatedCopy(seconds, self.conf.fake_driver.job_bytes)
+
     def migration_cancel(self, instance, bdm, migration):
         self._disk(instance, bdm).on_overlay = False
-        return base.FinishedJob()
+        return self._job()
 
     def migration_switch(self, instance, bdm, migration,
                          dst_connection_info):
@@ -105,7 +126,7 @@ class FakeDriver(base.ComputeDriver):
 
     def migration_commit(self, instance, bdm, migration):
         self._disk(instance, bdm).on_overlay = False
-        return base.FinishedJob()
+        return self._job()
 
     def migration_recover(self, instance, bdm, migration,
                           dst_connection_info):

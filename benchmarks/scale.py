@@ -1,0 +1,298 @@
+"""200 migrations over 20 agents, against bare oslo.messaging calls.
+
+Separate volmig-conductor and volmig-api processes, and 20 compute agents
+(fake driver) as RPC servers in a few processes, on RabbitMQ (a vhost of
+their own) and PostgreSQL (a database of their own; SQLite with
+``--db-url sqlite:///...``). Each migration runs start, complete and its
+commit job (``--job-seconds`` of simulated copy, reported as the real
+driver reports it), from ``--concurrency`` client threads, as a
+block-storage service would drive it.
+
+It prints migrations per second from the first start to the last
+completed, against the same number of bare oslo.messaging calls per second
+from as many threads in the same run (DESIGN section 8: >= 0.25), the
+conductor's CPU, and the progress reports the conductor received per
+migration.
+"""
+
+# The backend must be chosen before oslo.messaging is imported.
+from volmig import concurrency  # noqa: I001
+
+concurrency.init_threading()
+
+import argparse  # noqa: E402
+import concurrent.futures  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import uuid  # noqa: E402
+
+import fixtures  # noqa: E402
+from prometheus_client import parser as prom_parser  # noqa: E402
+import requests  # noqa: E402
+import sqlalchemy as sa  # noqa: E402
+
+from benchmarks import rpc_start  # noqa: E402
+from tests.integration import base as integration_base  # noqa: E402
+from tests.integration import cluster  # noqa: E402
+from volmig import client  # noqa: E402
+from volmig import config  # noqa: E402
+from volmig import context as volmig_context  # noqa: E402
+from volmig import rpc  # noqa: E402
+from volmig import states  # noqa: E402
+from volmig import volume  # noqa: E402
+from volmig.conductor import rpcapi as conductor_rpcapi  # noqa: E402
+from volmig.conf import CONF  # noqa: E402
+from volmig.db import api as db_api  # noqa: E402
+from volmig.db import migration as schema  # noqa: E402
+
+POSTGRESQL = 'postgresql+psycopg2://postgres@127.0.0.1:5432/postgres'
+PROGRESS = 'migration_report_progress'
+
+
+def fresh_database(server_url: str, tmp: str):
+    """A database of this run's own; returns (url, drop)."""
+    if server_url.startswith('sqlite'):
+        return server_url, lambda: None
+    name = 'volmig_scale_%s' % uuid.uuid4().hex[:8]
+    admin = sa.create_engine(server_url, isolation_level='AUTOCOMMIT')
+    with admin.connect() as connection:
+        connection.execute(sa.text('CREATE DATABASE %s' % name))
+
+    def drop():
+        db_api.get_engine().dispose()
+        with admin.connect() as connection:
+            connection.execute(sa.text('DROP DATABASE %s WITH (FORCE)'
+                                       % name))
+    return (sa.engine.make_url(server_url).set(database=name)
+            .render_as_string(hide_password=False)), drop
+
+
+def cpu_seconds(pid: int) -> float:
+    with open('/proc/%d/stat' % pid) as stat:
+        fields = stat.read().rsplit(')', 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
+def progress_reports(port: int) -> float:
+    """Progress reports the conductor has received, from its metrics."""
+    text = requests.get('http://127.0.0.1:%d/metrics' % port,
+                        timeout=30).text
+    for family in prom_parser.text_string_to_metric_families(text):
+        for sample in family.samples:
+            if (sample.name == 'volmig_rpc_requests_total'
+                    and sample.labels.get('method') == PROGRESS):
+                return sample.value
+    return 0.0
+
+
+def wait_for_agents(hosts: list[str], timeout: float = 120) -> None:
+    conductor = conductor_rpcapi.ConductorAPI(timeout=5)
+    admin = volmig_context.get_admin_context()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            up = {s['host'] for s in conductor.service_get_all(
+                admin, 'volmig-compute') if s['is_up']}
+        except Exception:
+            up = set()
+        if set(hosts) <= up:
+            return
+        time.sleep(0.5)
+    raise RuntimeError('agents did not register')
+
+
+def start_agents(services, hosts, per_process, job_seconds, tmp):
+    """Agent pools; returns once every agent's RPC server consumes."""
+    config = cluster.write_config(
+        os.path.join(tmp, 'agents-%s.conf' % job_seconds),
+        {('fake_driver', 'job_seconds'): job_seconds})
+    pools = []
+    for first in range(0, len(hosts), per_process):
+        group = hosts[first:first + per_process]
+        pools.append((group, services.useFixture(cluster.ServiceProcess(
+            'agent-pool', [services.config_file, config], tmp,
+            'agents-%s-%d' % (job_seconds, first), command=[
+                sys.executable, '-m', 'benchmarks.agent_pool', '--hosts',
+                ','.join(group)]))))
+    deadline = time.monotonic() + 120
+    for group, pool in pools:
+        while True:
+            try:
+                with open(pool.log_path) as log:
+                    text = log.read()
+            except FileNotFoundError:
+                text = ''
+
+            if all('volmig-compute on %s is ready' % host in text
+                   for host in group):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError('agents %s did not start' % group)
+            time.sleep(0.2)
+    return [pool for _, pool in pools]
+
+
+def servers(count: int, workers: int) -> list[dict]:
+    """Servers with a volume each, spread over the agents."""
+    admin = volmig_context.get_admin_context()
+    conductor = conductor_rpcapi.ConductorAPI()
+    volumes = volume.get_adapter()
+
+    def one(_):
+        src = volumes.create_volume(admin, 1024)
+        [server] = conductor.build_instances(
+            admin, 'scale', [{'volume_id': src['id'], 'boot_index': 0}], 1,
+            None)
+        while True:
+            built = conductor.instance_get(admin, server['uuid'])
+            if built['vm_state'] == states.VM_ACTIVE:
+                return built
+            time.sleep(0.1)
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(one, range(count)))
+
+
+def destinations(built: list[dict], workers: int) -> list[tuple[str, str]]:
+    """(src attachment, dst attachment) of each server's next migration,
+    made as the block-storage service makes them, before it starts."""
+    admin = volmig_context.get_admin_context()
+    conductor = conductor_rpcapi.ConductorAPI()
+    volumes = volume.get_adapter()
+
+    def one(server):
+        bdm = conductor.instance_get(admin, server['uuid'])[
+            'block_devices'][0]
+        dst = volumes.create_volume(admin, 1024)
+        attachment = volumes.attachment_create(admin, dst['id'],
+                                               server['uuid'], 'rw')
+        return bdm['attachment_id'], attachment['id']
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(one, built))
+
+
+def migrate_all(pairs, workers: int) -> float:
+    """Start and complete every migration; seconds until all completed."""
+    ctxt = volmig_context.get_service_context()
+    migrations = client.MigrationClient(poll_interval=0.2)
+
+    def one(pair):
+        src, dst = pair
+        migration = migrations.start(ctxt, src)
+        migrations.complete(ctxt, src, dst, wait=False)
+        return migration['id']
+    began = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        ids = set(pool.map(one, pairs))
+    while True:
+        done = {m['id'] for m in migrations.list(
+            ctxt, status=states.COMPLETED)}
+        if ids <= done:
+            return time.perf_counter() - began
+        failed = [m for m in migrations.list(ctxt, status=states.ERROR)
+                  if m['id'] in ids]
+        if failed:
+            raise RuntimeError('%d migrations failed: %s'
+                               % (len(failed), failed[0]['error_reason']))
+        time.sleep(0.2)
+
+
+def bare_rate(count: int, workers: int) -> float:
+    ctxt = volmig_context.get_service_context()
+    server = rpc.get_server('volmig-bench-echo', 'bench',
+                            [rpc_start.Echo()])
+    server.start()
+    try:
+        echo = rpc.get_client('volmig-bench-echo', '1.0').prepare(
+            server='bench')
+        echo.call(ctxt, 'echo', value='warm-up')
+        began = time.perf_counter()
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda _: echo.call(ctxt, 'echo', value='x'),
+                          range(count)))
+        return count / (time.perf_counter() - began)
+    finally:
+        server.stop()
+        server.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--migrations', type=int, default=200)
+    parser.add_argument('--agents', type=int, default=20)
+    parser.add_argument('--agents-per-process', type=int, default=5)
+    parser.add_argument('--concurrency', type=int, default=20)
+    parser.add_argument('--job-seconds', type=float, default=2.0)
+    parser.add_argument('--db-url', default=POSTGRESQL,
+                        help='a database server to make a database on, or '
+                             'a sqlite:/// URL (default: %(default)s)')
+    args = parser.parse_args()
+
+    with fixtures.TempDir() as tmp, cluster.VhostFixture() as vhost:
+        db_url, drop = fresh_database(args.db_url, tmp.path)
+        try:
+            config.parse_args([], default_config_files=[],
+                              setup_logging=False)
+            CONF.set_override('transport_url', vhost.url)
+            CONF.set_override('state_path', tmp.path)
+            CONF.set_override('rpc_response_timeout', 120)
+            db_api.configure(db_url)
+            schema.upgrade()
+            rpc.init()
+            metrics_port = integration_base.free_port()
+            hosts = ['compute-%d' % n for n in range(1, args.agents + 1)]
+            services = cluster.Cluster(
+                tmp.path, vhost.url, db_url, [], options={
+                    ('DEFAULT', 'report_interval'): 5,
+                    ('DEFAULT', 'service_down_time'): 60,
+                    ('DEFAULT', 'rpc_response_timeout'): 120,
+                    ('compute', 'job_poll_interval'): 0.1},
+                process_options={'conductor': {
+                    ('metrics', 'port'): metrics_port}})
+            with services:
+                # Control plane alone: jobs end at once.
+                agents = start_agents(services, hosts,
+                                      args.agents_per_process, 0, tmp.path)
+                wait_for_agents(hosts)
+                built = servers(args.migrations, args.concurrency)
+                pairs = destinations(built, args.concurrency)
+                bare = bare_rate(args.migrations, args.concurrency)
+                conductor = services.processes['conductor'].process.pid
+                cpu_before = cpu_seconds(conductor)
+                seconds = migrate_all(pairs, args.concurrency)
+                cpu = cpu_seconds(conductor) - cpu_before
+                # Then each commit job copies for a while, as QEMU's do.
+                for agent in agents:
+                    agent.stop()
+                start_agents(services, hosts, args.agents_per_process,
+                             args.job_seconds, tmp.path)
+                # The fake driver's guests died with their agents.
+                pairs = destinations(servers(args.migrations,
+                                             args.concurrency),
+                                     args.concurrency)
+                reports_before = progress_reports(metrics_port)
+                copying = migrate_all(pairs, args.concurrency)
+                reports = progress_reports(metrics_port) - reports_before
+            rpc.cleanup()
+        finally:
+            drop()
+
+    rate = args.migrations / seconds
+    print('RabbitMQ 127.0.0.1, database %s; %d agents in %d processes, '
+          '%d client threads, %.1f s simulated copy per job'
+          % (db_url.split(':', 1)[0], args.agents,
+             -(-args.agents // args.agents_per_process), args.concurrency,
+             args.job_seconds))
+    print('bare oslo.messaging calls: %8.1f /s' % bare)
+    print('migrations start->completed: %6.2f /s (%d in %.1f s)'
+          % (rate, args.migrations, seconds))
+    print('migrations / bare calls: %.3f (target >= 0.25)' % (rate / bare))
+    print('conductor CPU: %.1f s, %.0f%% of one core'
+          % (cpu, 100 * cpu / seconds))
+    print('with %.1f s commit jobs: %d migrations in %.1f s, %.1f progress '
+          'reports per migration' % (args.job_seconds, args.migrations,
+                                     copying, reports / args.migrations))
+
+
+if __name__ == '__main__':
+    main()
