@@ -172,29 +172,33 @@ def destinations(built: list[dict], workers: int) -> list[tuple[str, str]]:
 
 
 def migrate_all(pairs, workers: int) -> float:
-    """Start and complete every migration; seconds until all completed."""
+    """Start and complete every migration; seconds until all completed.
+
+    Completion is watched through the conductor's counts by status (one
+    GROUP BY), so the watching does not weigh on what is measured.
+    """
     ctxt = volmig_context.get_service_context()
-    migrations = client.MigrationClient(poll_interval=0.2)
+    admin = volmig_context.get_admin_context()
+    migrations = client.MigrationClient()
+    conductor = conductor_rpcapi.ConductorAPI()
+    before = conductor.migration_count_by_status(admin)
 
     def one(pair):
         src, dst = pair
-        migration = migrations.start(ctxt, src)
+        migrations.start(ctxt, src)
         migrations.complete(ctxt, src, dst, wait=False)
-        return migration['id']
     began = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        ids = set(pool.map(one, pairs))
+        list(pool.map(one, pairs))
     while True:
-        done = {m['id'] for m in migrations.list(
-            ctxt, status=states.COMPLETED)}
-        if ids <= done:
+        counts = conductor.migration_count_by_status(admin)
+        if counts.get(states.ERROR, 0) > before.get(states.ERROR, 0):
+            raise RuntimeError('%d migrations failed' % (
+                counts[states.ERROR] - before.get(states.ERROR, 0)))
+        if (counts.get(states.COMPLETED, 0)
+                - before.get(states.COMPLETED, 0)) >= len(pairs):
             return time.perf_counter() - began
-        failed = [m for m in migrations.list(ctxt, status=states.ERROR)
-                  if m['id'] in ids]
-        if failed:
-            raise RuntimeError('%d migrations failed: %s'
-                               % (len(failed), failed[0]['error_reason']))
-        time.sleep(0.2)
+        time.sleep(0.1)
 
 
 def bare_rate(count: int, workers: int) -> float:
