@@ -161,10 +161,11 @@ class Cluster(fixtures.Fixture):
                 if options else None)
 
     def restart(self, name: str, sig=signal.SIGTERM,
-                command=None) -> ServiceProcess:
+                command=None, prefix=None) -> ServiceProcess:
         """Stop a process with ``sig`` and start its binary again.
 
-        ``command`` runs instead of the binary, with the same options.
+        ``command`` runs instead of the binary, with the same options;
+        ``prefix`` replaces what it ran under (an upgrade, say).
         """
         old = self.processes[name]
         old.may_die = True
@@ -172,7 +173,8 @@ class Cluster(fixtures.Fixture):
         self._restarts += 1
         process = self.useFixture(ServiceProcess(
             old.binary, old.config_files, self.state_path,
-            '%s-%d' % (name, self._restarts), command, prefix=old.prefix))
+            '%s-%d' % (name, self._restarts), command,
+            prefix=old.prefix if prefix is None else prefix))
         self.processes[name] = process
         return process
 

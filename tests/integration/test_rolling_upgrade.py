@@ -1,0 +1,162 @@
+"""Rolling upgrade from the previous release, with real older code.
+
+The previous release (compute and conductor RPC 1.3, alias 2027.1) is
+taken from this repository's history (``git archive``) and run from the
+current virtualenv with ``PYTHONPATH`` pointing at it: its endpoints
+really are 1.3, not a newer agent announcing an old number.
+"""
+
+import os
+import signal
+import subprocess
+
+import fixtures
+from testtools import content
+
+from tests import nbd_writer as guest_io
+from tests.integration import test_qemu_data_path
+from volmig import states
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+# The last commit of the 2027.1 code: the one before compute RPC 1.4.
+PREVIOUS_RELEASE = '2a799d7^'
+
+
+def previous_release_tree(into: str) -> str | None:
+    """The previous release's volmig package under ``into``, or None when
+    this checkout has no history to take it from."""
+    archive = subprocess.run(['git', '-C', ROOT, 'archive', PREVIOUS_RELEASE,
+                              'volmig'], capture_output=True, timeout=120)
+    if archive.returncode:
+        return None
+    subprocess.run(['tar', '-x', '-C', into], input=archive.stdout,
+                   check=True, timeout=120)
+    return into
+
+
+class PreviousReleaseTestCase(test_qemu_data_path.QemuTestCase):
+    """Qemu agents on compute-1 and compute-2; ``OLD`` processes run the
+    previous release."""
+
+    COMPUTES = 2
+    OLD: tuple[str, ...] = ()
+
+    def prefixes(self):
+        tree = previous_release_tree(
+            self.useFixture(fixtures.TempDir()).path)
+        if tree is None:
+            self.skipTest('no git history to take %s from'
+                          % PREVIOUS_RELEASE)
+        self.old = ['env', 'PYTHONPATH=%s' % tree]
+        return {name: self.old for name in self.OLD}
+
+    def process_options(self):
+        # Each host its own state, as on real hosts: the previous
+        # release's agent adopts every guest under its state_path.
+        options = super().process_options()
+        for host in self.hosts:
+            options.setdefault(host, {})[('compute', 'state_path')] = \
+                os.path.join(self.state_path, host)
+        return options
+
+    def guest_dir(self, server):
+        for host in self.hosts:
+            path = os.path.join(self.state_path, host, 'guests',
+                                server['uuid'])
+            if os.path.isdir(path):
+                return path
+        return path
+
+    def kill_guests(self):
+        for host in self.hosts:
+            guests = os.path.join(self.state_path, host, 'guests')
+            for uuid in (os.listdir(guests) if os.path.isdir(guests)
+                         else []):
+                pid = self.qemu_pid({'uuid': uuid})
+                if pid:
+                    os.kill(pid, signal.SIGKILL)
+
+    def writer(self, server, vol):
+        writer = guest_io.GuestWriter(
+            guest_io.nbd_socket(os.path.join(self.state_path,
+                                             server['host']),
+                                server['uuid']), vol['id'])
+        self.addCleanup(writer.close)
+        return writer
+
+    def _migrate_on(self, host):
+        vol = self.volumes.create_volume(self.admin,
+                                         test_qemu_data_path.SIZE_MB,
+                                         pool='pool-a')
+        [server] = self.conductor.build_instances(
+            self.user, 'vm', [{'volume_id': vol['id'], 'boot_index': 0}], 1,
+            host)
+        server = self.wait_for_server(server['uuid'], states.VM_ACTIVE)
+        bdm = server['block_devices'][0]
+        writer = self.writer(server, vol)
+        number = self.write_some(writer, 30)
+        migration = self.client.start(self.ctxt, bdm['attachment_id'])
+        number = self.write_some(writer, 20, number)
+        return server, bdm, vol, writer, number, migration
+
+    def _complete(self, run):
+        server, bdm, vol, writer, number, migration = run
+        dst, attachment = self.copy_to_dst(server, bdm, vol)
+        number = self.write_some(writer, 20, number)
+        self.client.complete(self.ctxt, bdm['attachment_id'],
+                             attachment['id'])
+        self.client.wait_for(self.ctxt, migration['id'], states.COMPLETED)
+        self.write_some(writer, 10, number)
+        self.assert_image(dst['path'], writer)
+
+    def _version(self, host, binary='volmig-compute'):
+        [record] = [s for s in self.conductor.service_get_all(
+            self.admin, binary) if s['host'] == host]
+        return record['version']
+
+    def _upgrade(self, name):
+        process = self.cluster.restart(name, prefix=[])
+
+        def keep_log():
+            if os.path.exists(process.log_path):
+                with open(process.log_path) as log:
+                    self.addDetail('%s-upgraded.log' % name,
+                                   content.text_content(log.read()))
+        self.addCleanup(keep_log)
+
+
+class RollingUpgradeTest(PreviousReleaseTestCase):
+
+    OLD = ('compute-1', 'compute-2')
+
+    def test_agents_upgraded_one_by_one_during_migrations(self):
+        self.assertEqual(['1.3', '1.3'], [self._version(h)
+                                          for h in ('compute-1',
+                                                    'compute-2')])
+        first = self._migrate_on('compute-1')
+        second = self._migrate_on('compute-2')
+        self._upgrade('compute-1')
+        self.wait_until(lambda: self._version('compute-1') == '1.4',
+                        what='compute-1 to run the new code')
+        # A new agent beside an old one; each finishes its migration.
+        self._complete(first)
+        self._upgrade('compute-2')
+        self.wait_until(lambda: self._version('compute-2') == '1.4',
+                        what='compute-2 to run the new code')
+        self._complete(second)
+
+
+class OldConductorTest(PreviousReleaseTestCase):
+    """New agents under the previous release's conductor."""
+
+    OLD = ('conductor',)
+
+    def test_new_agents_under_an_old_conductor(self):
+        [conductor] = self.conductor.service_get_all(self.admin,
+                                                     'volmig-conductor')
+        self.assertEqual('1.3', conductor['version'])
+        self.assertEqual(['1.4', '1.4'], [self._version(h)
+                                          for h in ('compute-1',
+                                                    'compute-2')])
+        self._complete(self._migrate_on('compute-1'))
+        self._complete(self._migrate_on('compute-2'))
