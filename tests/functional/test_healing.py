@@ -38,3 +38,17 @@ class HealingTest(base.ServicesTestCase):
         # And the volume can be migrated again.
         again = self.client.start(self.ctxt, bdm['attachment_id'])
         self.assertEqual(states.STARTED, again['status'])
+
+    def test_start_up_reconciliation_leaves_live_requests_alone(self):
+        """A migration changed after the agent started is being driven by
+        requests that agent serves (a cancel still queued, say); its
+        start-up reconciliation must not settle it behind their back."""
+        server, bdm = self.create_server()
+        migration = self.client.start(self.ctxt, bdm['attachment_id'])
+        # Left over: the agent started after the migration last changed.
+        [left] = self.conductor.migration_work_for_host(
+            self.admin, server['host'], uptime=0)
+        self.assertEqual(migration['id'], left['migration']['id'])
+        # Live: the agent has run for an hour.
+        self.assertEqual([], self.conductor.migration_work_for_host(
+            self.admin, server['host'], uptime=3600))

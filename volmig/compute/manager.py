@@ -7,6 +7,7 @@ conductor, which records them.
 """
 
 import functools
+import time
 
 from oslo_concurrency import lockutils
 from oslo_log import log as logging
@@ -54,6 +55,7 @@ class ComputeManager:
         self.migrations = migrations.MigrationRunner(
             host, self.driver, self.conductor, self.jobs, self.notifier)
         self._reconciled = False
+        self._began = time.monotonic()
         self._swaps_to_recover: list[dict] = []
 
     # Service plumbing.
@@ -84,7 +86,8 @@ class ComputeManager:
             return
         ctxt = context.get_service_context()
         try:
-            work = self.conductor.migration_work_for_host(ctxt, self.host)
+            work = self.conductor.migration_work_for_host(
+                ctxt, self.host, uptime=time.monotonic() - self._began)
         except messaging.MessagingTimeout:
             LOG.warning('The conductor does not answer yet; reconciling '
                         'the migrations of this host later')

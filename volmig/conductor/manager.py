@@ -223,8 +223,8 @@ class ConductorManager:
         return self.migrations.recovered(ctxt, migration_id, side)
 
     @rpc.endpoint
-    def migration_work_for_host(self, ctxt, host):
-        return self.migrations.work_for_host(ctxt, host)
+    def migration_work_for_host(self, ctxt, host, uptime=None):
+        return self.migrations.work_for_host(ctxt, host, uptime)
 
     @rpc.endpoint
     def migration_count_by_status(self, ctxt):

@@ -4,6 +4,8 @@ Every status change goes through here, so the state machine is enforced
 in one place, and each change is persisted before the work it announces.
 """
 
+import datetime
+
 from oslo_concurrency import lockutils
 from oslo_log import log as logging
 from oslo_utils import timeutils
@@ -372,11 +374,21 @@ class MigrationConductor:
         return {'migration': present(migration), 'bdm': bdm,
                 'dst_connection_info': dst_connection_info}
 
-    def work_for_host(self, ctxt, host: str) -> list[dict]:
-        """Every migration an agent starting up on ``host`` must settle."""
+    def work_for_host(self, ctxt, host: str,
+                      uptime: float | None = None) -> list[dict]:
+        """Every migration an agent starting up on ``host`` must settle.
+
+        One changed after the agent started (``uptime`` seconds ago, by
+        this conductor's clock) is being driven by a request that agent
+        serves, such as a cancel still in its queue: it is not left over.
+        """
+        started = (timeutils.utcnow() - datetime.timedelta(seconds=uptime)
+                   if uptime is not None else None)
         return [self.work(ctxt, migration) for migration in
                 db.migration_get_all_for_recovery(ctxt, host)
-                if not start_in_flight(migration)]
+                if not start_in_flight(migration)
+                and not (started and (migration['updated_at'] or
+                                      migration['created_at']) > started)]
 
     @staticmethod
     def _unlock_instance(ctxt, migration: dict) -> None:

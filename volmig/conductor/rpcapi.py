@@ -23,7 +23,8 @@ API version history:
           instance_list takes a host.
     1.5 - Operations: service_set_disabled (a disabled compute host
           takes no new servers), service_delete, and
-          migration_count_by_status for the metrics.
+          migration_count_by_status for the metrics;
+          migration_work_for_host takes the agent's uptime.
 """
 
 from oslo_log import log as logging
@@ -317,10 +318,17 @@ class ConductorAPI:
             ctxt, 'migration_recovered', migration_id=migration_id,
             side=side)
 
-    def migration_work_for_host(self, ctxt, host):
-        """What an agent starting up must reconcile (empty before 1.3)."""
+    def migration_work_for_host(self, ctxt, host, uptime=None):
+        """What an agent starting up must reconcile (empty before 1.3).
+
+        ``uptime``: seconds the agent has run. What changed since is
+        being driven by requests the agent is serving, not left behind.
+        """
         if not self.can_send_version(OWNER_VERSION):
             return []
+        if self.can_send_version(OPERATIONS_VERSION):
+            return self.client.prepare(version=OPERATIONS_VERSION).call(
+                ctxt, 'migration_work_for_host', host=host, uptime=uptime)
         return self.client.prepare(version=OWNER_VERSION).call(
             ctxt, 'migration_work_for_host', host=host)
 
