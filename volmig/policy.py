@@ -1,5 +1,7 @@
 """The policy enforcer; the rules themselves live in ``volmig.policies``."""
 
+import threading
+
 from oslo_policy import policy
 
 from volmig import exception
@@ -7,14 +9,21 @@ from volmig import policies
 from volmig.conf import CONF
 
 _ENFORCER = None
+_LOCK = threading.Lock()
 
 
 def get_enforcer(conf=CONF) -> policy.Enforcer:
-    """Also the oslo.policy.enforcer entry point for the policy tools."""
+    """Also the oslo.policy.enforcer entry point for the policy tools.
+
+    Published only once its rules are registered: a second request
+    thread must never see an enforcer without them.
+    """
     global _ENFORCER
-    if _ENFORCER is None:
-        _ENFORCER = policy.Enforcer(conf)
-        _ENFORCER.register_defaults(policies.list_rules())
+    with _LOCK:
+        if _ENFORCER is None:
+            enforcer = policy.Enforcer(conf)
+            enforcer.register_defaults(policies.list_rules())
+            _ENFORCER = enforcer
     return _ENFORCER
 
 
