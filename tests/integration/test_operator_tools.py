@@ -98,14 +98,18 @@ class OperatorToolsTest(base.ProcessTestCase):
         server, bdm = self.create_server('compute-1')
         migration = self.client.start(self.ctxt, bdm['attachment_id'])
         output, _ = example.communicate(timeout=60)
+        # The listener dispatches on a pool of threads: any order.
+        lines = {tuple(line.split()[:3]): line.split()[3]
+                 for line in output.splitlines()}
+        publisher = 'volmig-compute:compute-1'
         self.assertEqual(
-            [('instance.create.start', server['uuid']),
-             ('instance.create.end', server['uuid']),
-             ('volume_migration.start.start', migration['id']),
-             ('volume_migration.start.end', migration['id'])],
-            [(line.split()[0], line.split()[2])
-             for line in output.splitlines()])
-        self.assertTrue(output.splitlines()[-1].endswith(' started'))
+            {('instance.create.start', publisher, server['uuid']),
+             ('instance.create.end', publisher, server['uuid']),
+             ('volume_migration.start.start', publisher, migration['id']),
+             ('volume_migration.start.end', publisher, migration['id'])},
+            set(lines))
+        self.assertEqual('started', lines[('volume_migration.start.end',
+                                           publisher, migration['id'])])
 
     def test_guru_meditation_on_sigusr2(self):
         reports = os.path.join(self.conf_fixture.state_path, 'reports')
