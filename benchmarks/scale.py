@@ -25,14 +25,13 @@ import concurrent.futures  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
-import uuid  # noqa: E402
 
 import fixtures  # noqa: E402
 from prometheus_client import parser as prom_parser  # noqa: E402
 import requests  # noqa: E402
-import sqlalchemy as sa  # noqa: E402
 
 from benchmarks import rpc_start  # noqa: E402
+from tests import fixtures as test_fixtures  # noqa: E402
 from tests.integration import base as integration_base  # noqa: E402
 from tests.integration import cluster  # noqa: E402
 from volmig import client  # noqa: E402
@@ -48,24 +47,6 @@ from volmig.db import migration as schema  # noqa: E402
 
 POSTGRESQL = 'postgresql+psycopg2://postgres@127.0.0.1:5432/postgres'
 PROGRESS = 'migration_report_progress'
-
-
-def fresh_database(server_url: str, tmp: str):
-    """A database of this run's own; returns (url, drop)."""
-    if server_url.startswith('sqlite'):
-        return server_url, lambda: None
-    name = 'volmig_scale_%s' % uuid.uuid4().hex[:8]
-    admin = sa.create_engine(server_url, isolation_level='AUTOCOMMIT')
-    with admin.connect() as connection:
-        connection.execute(sa.text('CREATE DATABASE %s' % name))
-
-    def drop():
-        db_api.get_engine().dispose()
-        with admin.connect() as connection:
-            connection.execute(sa.text('DROP DATABASE %s WITH (FORCE)'
-                                       % name))
-    return (sa.engine.make_url(server_url).set(database=name)
-            .render_as_string(hide_password=False)), drop
 
 
 def cpu_seconds(pid: int) -> float:
@@ -233,7 +214,11 @@ def main() -> None:
     args = parser.parse_args()
 
     with fixtures.TempDir() as tmp, cluster.VhostFixture() as vhost:
-        db_url, drop = fresh_database(args.db_url, tmp.path)
+        if args.db_url.startswith('sqlite'):
+            db_url, drop = args.db_url, lambda: None
+        else:
+            db_url, drop = test_fixtures.create_database(args.db_url,
+                                                         'volmig_scale')
         try:
             config.parse_args([], default_config_files=[],
                               setup_logging=False)

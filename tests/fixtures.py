@@ -53,19 +53,25 @@ class DatabaseFixture(fixtures.Fixture):
         migration.upgrade()
 
     def _create_database(self, server_url: str) -> str:
-        name = 'volmig_test_%s' % uuid.uuid4().hex[:12]
-        admin = sa.create_engine(server_url, isolation_level='AUTOCOMMIT')
-        with admin.connect() as connection:
-            connection.execute(sa.text('CREATE DATABASE %s' % name))
-
-        def drop():
-            db_api.get_engine().dispose()
-            with admin.connect() as connection:
-                connection.execute(sa.text('DROP DATABASE %s' % name))
-            admin.dispose()
+        url, drop = create_database(server_url)
         self.addCleanup(drop)
-        return sa.engine.make_url(server_url).set(database=name)\
-            .render_as_string(hide_password=False)
+        return url
+
+
+def create_database(server_url: str, prefix: str = 'volmig_test'):
+    """A fresh database on a server; returns (its url, drop)."""
+    name = '%s_%s' % (prefix, uuid.uuid4().hex[:12])
+    admin = sa.create_engine(server_url, isolation_level='AUTOCOMMIT')
+    with admin.connect() as connection:
+        connection.execute(sa.text('CREATE DATABASE %s' % name))
+
+    def drop():
+        db_api.get_engine().dispose()
+        with admin.connect() as connection:
+            connection.execute(sa.text('DROP DATABASE %s' % name))
+        admin.dispose()
+    return (sa.engine.make_url(server_url).set(database=name)
+            .render_as_string(hide_password=False)), drop
 
 
 class RPCFixture(fixtures.Fixture):

@@ -67,8 +67,6 @@ class Service(service.Service):
         LOG.info('Starting %(binary)s on %(host)s (concurrency: %(backend)s)',
                  {'binary': self.binary, 'host': self.host,
                   'backend': backend.get_backend_type().value})
-        if CONF.metrics.port:
-            metrics.serve(CONF.metrics.listen, CONF.metrics.port)
         self.manager.init_host()
         self._server = rpc.get_server(self.topic, self.host, [self.manager])
         self._server.start()
@@ -187,6 +185,9 @@ def serve(server: service.Service) -> None:
     stderr, or to a file in ``[oslo_reports] log_dir``.
     """
     gmr.TextGuruMeditation.setup_autorun(version, conf=CONF)
+    # One /metrics per process, however many services it runs.
+    if CONF.metrics.port:
+        metrics.serve(CONF.metrics.listen, CONF.metrics.port)
     logging_std.getLogger('oslo_service.backend._threading.service')\
         .addFilter(_NoForkNotice())
     notified = Notified(server, systemd_notify.claim())
