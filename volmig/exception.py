@@ -142,6 +142,11 @@ class MigrationInProgress(Conflict):
                '%(what)s (%(reason)s).')
 
 
+class VolumeStatusChanged(Conflict):
+    msg_fmt = ('Volume %(volume_id)s changed while this request ran: its '
+               'migration status is now %(status)s. Try again.')
+
+
 class InstanceInvalidState(Conflict):
     msg_fmt = ('Cannot %(action)s server %(instance_uuid)s while it is in '
                'task_state %(task_state)s.')

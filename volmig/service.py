@@ -22,7 +22,7 @@ from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
 from volmig.db import api as db_api
 from volmig.storage import manager as storage_manager
-from volmig.volume import file as file_api
+from volmig.storage import rpcapi as storage_rpcapi
 
 LOG = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ _KINDS: dict[str, tuple[str, typing.Any]] = {
     API: (api_manager.TOPIC, api_manager.APIManager),
     CONDUCTOR: (conductor_rpcapi.TOPIC, conductor_manager.ConductorManager),
     COMPUTE: (compute_rpcapi.TOPIC, compute_manager.ComputeManager),
-    VOLUME: (file_api.TOPIC, storage_manager.VolumeManager),
+    VOLUME: (storage_rpcapi.TOPIC, storage_manager.VolumeManager),
 }
 
 

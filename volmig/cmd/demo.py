@@ -27,7 +27,7 @@ from volmig.compute.drivers.qemu import guest as qemu_guest
 from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
 from volmig.conf import compute as compute_conf
-from volmig.volume import file as file_volumes
+from volmig.storage import rpcapi as storage_rpcapi
 
 cli_opts = [
     cfg.StrOpt('state-dir', required=True,
@@ -72,7 +72,7 @@ def run_demo(size_mb: int, bandwidth: int) -> bool:
     admin = volmig_context.get_admin_context()
     user = volmig_context.RequestContext(user_id='demo', project_id='demo',
                                          roles=['member'])
-    volumes = file_volumes.FileVolumeAdapter()
+    volumes = storage_rpcapi.StorageAPI()
     conductor = conductor_rpcapi.ConductorAPI()
 
     vol = volumes.create_volume(admin, size_mb, name='data', pool='pool-a')

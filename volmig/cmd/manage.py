@@ -22,7 +22,7 @@ from volmig.compute.drivers.qemu import images
 from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
 from volmig.db import migration as schema
-from volmig.volume import file as file_volumes
+from volmig.storage import rpcapi as storage_rpcapi
 
 
 def _db_sync() -> None:
@@ -59,7 +59,7 @@ def _image_delete() -> None:
 
 
 def _volume_list() -> None:
-    volumes = file_volumes.FileVolumeAdapter()
+    volumes = storage_rpcapi.StorageAPI()
     for vol in volumes.list_volumes(volmig_context.get_admin_context()):
         print('%s  %-7s %6d MiB  %-9s %s' % (
             vol['id'], vol['pool'], vol['size_mb'], vol['status'],
@@ -68,7 +68,7 @@ def _volume_list() -> None:
 
 def _volume_migrate() -> int:
     admin = volmig_context.get_admin_context()
-    volumes = file_volumes.FileVolumeAdapter()
+    volumes = storage_rpcapi.StorageAPI()
     command = CONF.category
     vol = volumes.migrate_volume(admin, command.volume, command.to,
                                  command.max_bandwidth_mbps)

@@ -10,8 +10,12 @@ storage_opts = [
                      'directories shared over NFS, mounted at the same '
                      'path on every host.'),
     cfg.StrOpt('state_file', default='$state_path/volumes.json',
-               help='Where volmig-volume keeps its volume and attachment '
-                    'records.'),
+               deprecated_for_removal=True,
+               deprecated_reason='Volume records live in the database.',
+               help='The JSON file in which releases before 2027.2 kept '
+                    'the volume and attachment records. volmig-volume '
+                    'imports it into the database at start-up and renames '
+                    'it to <file>.imported.'),
     cfg.IntOpt('copy_chunk_kb', default=4096, min=64,
                help='Size of each read and write of a migration copy. '
                     'Chunks of zeros are skipped, so dst stays sparse.'),

@@ -126,3 +126,47 @@ class VolumeMigration(Base):
         values = super().to_dict()
         values['id'] = values.pop('uuid')
         return values
+
+
+# volmig-volume's records (and the fake backend's, which has no data).
+# Only ``volmig.storage.records`` reads or writes them.
+
+class Volume(Base):
+    __tablename__ = 'volumes'
+    __table_args__ = (sa.Index('volumes_pool_idx', 'pool'),)
+
+    id = sa.Column(sa.String(36), primary_key=True)
+    name = sa.Column(sa.String(255))
+    size_mb = sa.Column(sa.Integer, nullable=False)
+    multiattach = sa.Column(sa.Boolean, nullable=False, default=False)
+    pool = sa.Column(sa.String(255), nullable=False)
+    project_id = sa.Column(sa.String(255))
+    # The raw file; None on the fake backend.
+    path = sa.Column(sa.Text)
+    # Its move to another pool (volmig.storage.migration).
+    migration_status = sa.Column(sa.String(32))
+    migration_pool = sa.Column(sa.String(255))
+    migration_progress = sa.Column(sa.Float)
+    migration_error = sa.Column(sa.Text)
+    migration_ids = sa.Column(sa.JSON)
+    migration_dst = sa.Column(sa.String(36))
+    # Set on a dst volume: the volume whose data it receives.
+    migration_source = sa.Column(sa.String(36))
+    migration_src_path = sa.Column(sa.Text)
+    migration_copy_seconds = sa.Column(sa.Float)
+    migration_checksum = sa.Column(sa.String(64))
+
+
+class VolumeAttachment(Base):
+    __tablename__ = 'volume_attachments'
+    __table_args__ = (sa.Index('volume_attachments_volume_id_idx',
+                               'volume_id'),)
+
+    id = sa.Column(sa.String(36), primary_key=True)
+    volume_id = sa.Column(sa.String(36), sa.ForeignKey('volumes.id'),
+                          nullable=False)
+    instance_uuid = sa.Column(sa.String(36))
+    attach_mode = sa.Column(sa.String(2), nullable=False, default='rw')
+    attach_status = sa.Column(sa.String(16), nullable=False)
+    connector = sa.Column(sa.JSON)
+    connection_info = sa.Column(sa.JSON)

@@ -1,5 +1,6 @@
-"""Server side of volmig-volume's RPC API (client: ``volume.file``)."""
+"""Server side of volmig-volume's RPC API (client: ``storage.rpcapi``)."""
 
+import json
 import os
 
 from oslo_log import log as logging
@@ -9,8 +10,8 @@ from volmig import exception
 from volmig import rpc
 from volmig.conf import CONF
 from volmig.storage import migration
-from volmig.volume import file as file_api
-from volmig.volume import records
+from volmig.storage import records
+from volmig.storage import rpcapi
 
 LOG = logging.getLogger(__name__)
 
@@ -45,19 +46,35 @@ class FileVolumes(records.VolumeRecords):
             raise
         return self.update_volume(volume['id'], path=path)
 
+    def import_file(self, path: str) -> None:
+        """Bring in the records of a release that kept them in a JSON
+        file, once: the file is renamed when they are in."""
+        try:
+            with open(path) as state_file:
+                saved = json.load(state_file)
+        except FileNotFoundError:
+            return
+        self.restore(saved['volumes'].values(),
+                     saved['attachments'].values())
+        os.rename(path, path + '.imported')
+        LOG.warning('Imported %d volume(s) and %d attachment(s) from %s '
+                    'into the database; renamed it to %s.imported',
+                    len(saved['volumes']), len(saved['attachments']), path,
+                    path)
+
 
 class VolumeManager:
-    target = messaging.Target(version=file_api.RPC_API_VERSION)
+    target = messaging.Target(version=rpcapi.RPC_API_VERSION)
 
     def __init__(self, host: str):
         self.host = host
-        self.volumes = FileVolumes(CONF.storage.state_file)
+        self.volumes = FileVolumes()
         self.migrator = migration.Migrator(self.volumes, CONF)
 
     # Service plumbing.
 
     def service_record(self) -> tuple[str, dict]:
-        return file_api.RPC_API_VERSION, {
+        return rpcapi.RPC_API_VERSION, {
             'pools': sorted(CONF.storage.pools)}
 
     def periodic_tasks(self):
@@ -66,6 +83,7 @@ class VolumeManager:
     def init_host(self) -> None:
         for pool_dir in CONF.storage.pools.values():
             os.makedirs(pool_dir, exist_ok=True)
+        self.volumes.import_file(CONF.storage.state_file)
         self.migrator.find_interrupted()
 
     def cleanup_host(self) -> None:

@@ -66,24 +66,27 @@ class Migrator:
 
     def _claim(self, volume_id: str, pool: str) -> dict:
         """Mark the volume as migrating, or refuse."""
-        with self.volumes.records() as records:
-            volume = self.volumes.volume(records, volume_id)
-            if volume.get('migration_status') in MIGRATING:
-                raise exception.MigrationInProgress(
-                    what='volume %s' % volume_id,
-                    reason='it is already migrating to pool %s'
-                    % volume['migration_pool'])
-            if volume.get('migration_source'):
-                raise exception.Invalid(
-                    reason='volume %s is the target of a migration'
-                    % volume_id)
-            if volume['pool'] == pool:
-                raise exception.Invalid(reason='volume %s is in pool %s '
-                                        'already' % (volume_id, pool))
-            volume.update(migration_status='starting', migration_pool=pool,
-                          migration_progress=0, migration_error=None,
-                          migration_ids=[], migration_dst=None)
-            return self.volumes.present(records, volume)
+        volume = self.volumes.get_volume(None, volume_id)
+        if volume['migration_status'] in MIGRATING:
+            raise exception.MigrationInProgress(
+                what='volume %s' % volume_id,
+                reason='it is already migrating to pool %s'
+                % volume['migration_pool'])
+        if volume['migration_source']:
+            raise exception.Invalid(
+                reason='volume %s is the target of a migration' % volume_id)
+        if volume['pool'] == pool:
+            raise exception.Invalid(reason='volume %s is in pool %s '
+                                    'already' % (volume_id, pool))
+        try:
+            return self.volumes.update_volume(
+                volume_id, expected_status=(volume['migration_status'],),
+                migration_status='starting', migration_pool=pool,
+                migration_progress=0, migration_error=None,
+                migration_ids=[], migration_dst=None)
+        except exception.VolumeStatusChanged as exc:
+            raise exception.MigrationInProgress(
+                what='volume %s' % volume_id, reason=exc.message)
 
     def begin(self, ctxt, volume_id: str, pool: str,
               max_bandwidth_mbps: int | None = None) -> dict:
@@ -106,7 +109,8 @@ class Migrator:
             for attachment in volume['attachments']:
                 if attachment['attach_status'] == base.ATTACH_ATTACHED:
                     started = self.client.start(service, attachment['id'])
-                    volume = self._record_started(volume_id, started['id'])
+                    volume = self.volumes.add_migration_id(volume_id,
+                                                           started['id'])
         except Exception as exc:
             self._abandon(service, volume_id, dst, exc)
             raise
@@ -121,13 +125,6 @@ class Migrator:
         self._executor.submit(self._finish, service, volume_id,
                               bandwidth * 1024 * 1024)
         return volume
-
-    def _record_started(self, volume_id: str, migration_id: str) -> dict:
-        with self.volumes.records() as records:
-            volume = self.volumes.volume(records, volume_id)
-            volume['migration_ids'] = volume['migration_ids'] + [
-                migration_id]
-            return self.volumes.present(records, volume)
 
     def _migrations(self, ctxt, volume: dict) -> list[dict]:
         return [self.client.get(ctxt, migration_id)
@@ -156,8 +153,10 @@ class Migrator:
             LOG.exception('Migration of volume %s failed', volume_id)
             self._abandon(ctxt, volume_id, dst, exc)
             return
-        self._adopt(volume_id, dst, {migration['src_attachment_id']
-                                     for migration in migrations})
+        # dst carries the volume's id from now on; src is to be deleted.
+        self.volumes.adopt(volume_id, dst['id'],
+                           {migration['src_attachment_id']
+                            for migration in migrations}, 'success')
         self._drop_src(volume_id)
         LOG.info('Volume %s now lives in pool %s', volume_id, dst['pool'])
 
@@ -201,25 +200,9 @@ class Migrator:
         LOG.info('Copy of volume %s verified: sha256 %s', volume['id'],
                  src_sum)
 
-    def _adopt(self, volume_id: str, dst: dict,
-               src_attachment_ids: set) -> None:
-        """dst carries the volume's id from now on; src is to be deleted."""
-        with self.volumes.records() as records:
-            volume = records['volumes'][volume_id]
-            target = records['volumes'].pop(dst['id'])
-            volume.update(migration_src_path=volume['path'],
-                          path=target['path'], pool=target['pool'],
-                          migration_status='success',
-                          migration_progress=100.0, migration_dst=None)
-            for attachment_id in src_attachment_ids:
-                records['attachments'].pop(attachment_id, None)
-            for attachment in records['attachments'].values():
-                if attachment['volume_id'] == dst['id']:
-                    attachment['volume_id'] = volume_id
-
     def _drop_src(self, volume_id: str) -> None:
         volume = self.volumes.get_volume(None, volume_id)
-        src_path = volume.get('migration_src_path')
+        src_path = volume['migration_src_path']
         if src_path and os.path.exists(src_path):
             os.unlink(src_path)
         self.volumes.update_volume(volume_id, migration_src_path=None)
@@ -266,12 +249,7 @@ class Migrator:
             migration_error=exception.safe_message(reason))
 
     def _drop_dst(self, dst: dict) -> None:
-        with self.volumes.records() as records:
-            records['volumes'].pop(dst['id'], None)
-            for attachment_id, attachment in list(
-                    records['attachments'].items()):
-                if attachment['volume_id'] == dst['id']:
-                    del records['attachments'][attachment_id]
+        self.volumes.purge(dst['id'])
         if os.path.exists(dst['path']):
             os.unlink(dst['path'])
 
@@ -281,11 +259,8 @@ class Migrator:
         """At start-up, before any request: the migrations a previous
         volmig-volume left under way. Only these are resumed; any begun
         since belong to this process."""
-        with self.volumes.records(write=False) as records:
-            self._interrupted = [
-                dict(volume) for volume in records['volumes'].values()
-                if volume.get('migration_status') in MIGRATING
-                or volume.get('migration_src_path')]
+        self._interrupted = self.volumes.with_migration_under_way(
+            MIGRATING)
 
     def resume_after_restart(self) -> None:
         """Once volmig-api answers: resume or roll back what
@@ -309,11 +284,11 @@ class Migrator:
 
     def _resume(self, ctxt, volume: dict) -> None:
         volume_id = volume['id']
-        if volume.get('migration_status') == 'success':
+        if volume['migration_status'] == 'success':
             self._drop_src(volume_id)
             return
         dst = (self.volumes.get_volume(ctxt, volume['migration_dst'])
-               if volume.get('migration_dst') else None)
+               if volume['migration_dst'] else None)
         if volume['migration_status'] == 'starting' or dst is None:
             LOG.warning('Volume %s: volmig-volume restarted while starting '
                         'its migration; rolling back', volume_id)

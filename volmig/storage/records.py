@@ -1,0 +1,227 @@
+"""Volume and attachment records in the database, Cinder-shaped.
+
+volmig-volume keeps its volumes here, and so does the fake backend,
+which has no data: what differs is the connection info a host gets for
+an attachment. Status changes are compare-and-swap, as the conductor's
+are, so two requests never both win a race for one volume.
+"""
+
+from oslo_utils import timeutils
+from oslo_utils import uuidutils
+import sqlalchemy as sa
+
+from volmig import exception
+from volmig.db import api as db_api
+from volmig.db import models
+from volmig.volume import base
+
+_HIDDEN = ('created_at', 'updated_at')
+
+
+class _Scope:
+    """Each call is its own transaction, whatever the caller's context."""
+
+
+def _transaction():
+    return db_api.transaction(_Scope())
+
+
+def _volume(session, volume_id: str) -> models.Volume:
+    volume = session.get(models.Volume, volume_id)
+    if volume is None:
+        raise exception.VolumeNotFound(volume_id=volume_id)
+    return volume
+
+
+def _attachment(session, attachment_id: str) -> models.VolumeAttachment:
+    attachment = session.get(models.VolumeAttachment, attachment_id)
+    if attachment is None:
+        raise exception.AttachmentNotFound(attachment_id=attachment_id)
+    return attachment
+
+
+def _plain(row) -> dict:
+    values = row.to_dict()
+    for key in _HIDDEN:
+        values.pop(key)
+    return values
+
+
+def _attachments_of(session, volume_id: str) -> list[dict]:
+    return [_plain(row) for row in session.scalars(
+        sa.select(models.VolumeAttachment).filter_by(
+            volume_id=volume_id).order_by(models.VolumeAttachment.created_at,
+                                          models.VolumeAttachment.id))]
+
+
+def _present(session, volume: models.Volume) -> dict:
+    attachments = _attachments_of(session, volume.id)
+    statuses = {a['attach_status'] for a in attachments}
+    if base.ATTACH_ATTACHED in statuses:
+        status = 'in-use'
+    elif base.ATTACH_ATTACHING in statuses:
+        status = 'attaching'
+    elif statuses:
+        status = 'reserved'
+    else:
+        status = 'available'
+    values = _plain(volume)
+    values['migration_ids'] = values['migration_ids'] or []
+    return dict(values, status=status, attachments=attachments)
+
+
+class VolumeRecords(base.VolumeAdapter):
+
+    def connection_info(self, volume: dict, attachment: dict) -> dict:
+        """What a host needs to open the volume."""
+        return {'driver_volume_type': 'fake',
+                'data': {'volume_id': volume['id'],
+                         'access_mode': attachment['attach_mode']}}
+
+    def create_volume(self, ctxt, size_mb, name=None, multiattach=False,
+                      pool=None, **extra):
+        with _transaction() as session:
+            volume = models.Volume(
+                id=uuidutils.generate_uuid(), name=name, size_mb=size_mb,
+                multiattach=bool(multiattach), pool=pool or 'fake',
+                project_id=getattr(ctxt, 'project_id', None), **extra)
+            session.add(volume)
+            session.flush()
+            return _present(session, volume)
+
+    def update_volume(self, volume_id: str, expected_status=(),
+                      **values) -> dict:
+        """Update a volume; with ``expected_status`` (a tuple of migration
+        statuses, None for none), only from one of them."""
+        with _transaction() as session:
+            stmt = sa.update(models.Volume).where(
+                models.Volume.id == volume_id).values(
+                    updated_at=timeutils.utcnow(), **values)
+            if expected_status:
+                column = models.Volume.migration_status
+                named = [s for s in expected_status if s is not None]
+                allowed = column.in_(named)
+                if None in expected_status:
+                    allowed = sa.or_(allowed, column.is_(None))
+                stmt = stmt.where(allowed)
+            if session.execute(stmt).rowcount == 0:
+                current = _volume(session, volume_id)
+                raise exception.VolumeStatusChanged(
+                    volume_id=volume_id, status=current.migration_status)
+            return _present(session, _volume(session, volume_id))
+
+    def get_volume(self, ctxt, volume_id):
+        with _transaction() as session:
+            return _present(session, _volume(session, volume_id))
+
+    def list_volumes(self, ctxt):
+        with _transaction() as session:
+            return [_present(session, volume) for volume in session.scalars(
+                sa.select(models.Volume).order_by(models.Volume.created_at,
+                                                  models.Volume.id))]
+
+    def delete_volume(self, ctxt, volume_id):
+        with _transaction() as session:
+            volume = _volume(session, volume_id)
+            if _attachments_of(session, volume_id):
+                raise exception.Conflict(
+                    reason='volume %s is attached' % volume_id)
+            gone = _plain(volume)
+            session.delete(volume)
+            return gone
+
+    def attachment_create(self, ctxt, volume_id, instance_uuid, mode='rw'):
+        with _transaction() as session:
+            _volume(session, volume_id)
+            attachment = models.VolumeAttachment(
+                id=uuidutils.generate_uuid(), volume_id=volume_id,
+                instance_uuid=instance_uuid, attach_mode=mode,
+                attach_status=base.ATTACH_RESERVED)
+            session.add(attachment)
+            session.flush()
+            return _plain(attachment)
+
+    def attachment_get(self, ctxt, attachment_id):
+        with _transaction() as session:
+            return _plain(_attachment(session, attachment_id))
+
+    def attachment_update(self, ctxt, attachment_id, connector):
+        with _transaction() as session:
+            attachment = _attachment(session, attachment_id)
+            volume = _volume(session, attachment.volume_id)
+            attachment.connector = connector
+            attachment.attach_status = base.ATTACH_ATTACHING
+            attachment.connection_info = self.connection_info(
+                _plain(volume), _plain(attachment))
+            session.flush()
+            return _plain(attachment)
+
+    def attachment_complete(self, ctxt, attachment_id):
+        with _transaction() as session:
+            _attachment(session, attachment_id).attach_status = (
+                base.ATTACH_ATTACHED)
+
+    def attachment_delete(self, ctxt, attachment_id):
+        with _transaction() as session:
+            session.delete(_attachment(session, attachment_id))
+
+    # What volmig-volume's migrations record.
+
+    def add_migration_id(self, volume_id: str, migration_id: str) -> dict:
+        with _transaction() as session:
+            volume = _volume(session, volume_id)
+            volume.migration_ids = list(volume.migration_ids or []) + [
+                migration_id]
+            session.flush()
+            return _present(session, volume)
+
+    def adopt(self, volume_id: str, dst_id: str, src_attachment_ids,
+              status: str) -> None:
+        """dst's data and attachments become the volume's, in one
+        transaction; dst's record goes, src's attachments go."""
+        with _transaction() as session:
+            volume = _volume(session, volume_id)
+            target = _volume(session, dst_id)
+            volume.migration_src_path = volume.path
+            volume.path, volume.pool = target.path, target.pool
+            volume.migration_status = status
+            volume.migration_progress = 100.0
+            volume.migration_dst = None
+            session.execute(sa.delete(models.VolumeAttachment).where(
+                models.VolumeAttachment.id.in_(list(src_attachment_ids))))
+            session.execute(sa.update(models.VolumeAttachment).where(
+                models.VolumeAttachment.volume_id == dst_id).values(
+                    volume_id=volume_id))
+            session.delete(target)
+
+    def purge(self, volume_id: str) -> None:
+        """Forget a volume and its attachments (an abandoned dst)."""
+        with _transaction() as session:
+            session.execute(sa.delete(models.VolumeAttachment).filter_by(
+                volume_id=volume_id))
+            session.execute(sa.delete(models.Volume).filter_by(
+                id=volume_id))
+
+    def restore(self, volumes, attachments) -> None:
+        """Insert saved records; those already here are left as they are,
+        so an import interrupted after its commit can run again."""
+        columns = {model: {c.name for c in model.__table__.columns}
+                   for model in (models.Volume, models.VolumeAttachment)}
+        with _transaction() as session:
+            for model, saved in ((models.Volume, volumes),
+                                 (models.VolumeAttachment, attachments)):
+                for record in saved:
+                    if session.get(model, record['id']) is None:
+                        session.add(model(**{
+                            key: value for key, value in record.items()
+                            if key in columns[model]}))
+                session.flush()
+
+    def with_migration_under_way(self, statuses) -> list[dict]:
+        """Volumes whose migration is in ``statuses``, or whose src file
+        is still to be deleted."""
+        with _transaction() as session:
+            return [_present(session, volume) for volume in session.scalars(
+                sa.select(models.Volume).where(sa.or_(
+                    models.Volume.migration_status.in_(list(statuses)),
+                    models.Volume.migration_src_path.is_not(None))))]
