@@ -9,17 +9,31 @@ an attached volume with it::
     client.complete(ctxt, src_attachment_id, dst_attachment_id)
     # or, on failure: client.cancel(ctxt, src_attachment_id)
 
-The caller needs the ``service`` role. Refusals raise the typed errors of
-``volmig.exception``.
+The caller needs the ``service`` role; any oslo.context RequestContext
+carries it. Refusals raise the typed errors of ``volmig.exception``,
+whatever ``allowed_remote_exmods`` the transport was built with.
+
+A service with its own configuration and transport embeds the client
+without volmig's global ``CONF``::
+
+    client = MigrationClient(transport=cinder_rpc_transport)
+    # or MigrationClient(conf=cinder_conf), which builds a transport from
+    # the conf's transport_url, and MigrationClient.close() releases it.
+
+Semantic versioning: ``__version__`` changes its major number when a
+method, argument or returned key is removed or changes meaning; its
+minor number when one is added.
 """
 
 import time
+
+import oslo_messaging as messaging
 
 from volmig import exception
 from volmig import rpc
 from volmig import states
 
-__version__ = '1.0.0'
+__version__ = '1.1.0'
 
 TOPIC = 'volmig-api'
 RPC_API_VERSION = '1.0'
@@ -29,15 +43,32 @@ SRC_RELEASED_OR_LATER = states.COMPLETE_REQUESTED - {states.COMPLETING}
 
 class MigrationClient:
 
-    def __init__(self, timeout: int | None = None,
-                 poll_interval: float = 0.2):
+    def __init__(self, transport=None, conf=None,
+                 timeout: int | None = None, poll_interval: float = 0.2):
+        """``transport``: the caller's oslo.messaging RPC transport;
+        ``conf``: a ConfigOpts to build one from. With neither, volmig's
+        own (``volmig.rpc.init``)."""
+        self._owned = None
+        if transport is None and conf is not None:
+            transport = self._owned = messaging.get_rpc_transport(
+                conf, allowed_remote_exmods=rpc.ALLOWED_EXMODS)
         self._client = rpc.get_client(TOPIC, RPC_API_VERSION,
-                                      timeout=timeout)
+                                      timeout=timeout,
+                                      rpc_transport=transport)
         self._poll_interval = poll_interval
 
+    def close(self) -> None:
+        """Release the transport the client built from ``conf``."""
+        if self._owned is not None:
+            self._owned.cleanup()
+            self._owned = None
+
     def _call(self, ctxt, method, **kwargs):
-        return self._client.prepare(version='1.0').call(ctxt, method,
-                                                        **kwargs)
+        try:
+            return self._client.prepare(version='1.0').call(ctxt, method,
+                                                            **kwargs)
+        except messaging.RemoteError as exc:
+            raise _typed(exc) from None
 
     def start(self, ctxt, src_attachment_id: str) -> dict:
         """Stop every write to src; returns the started migration."""
@@ -98,3 +129,12 @@ class MigrationClient:
                     'it is %s, not %s' % (migration['status'],
                                           ' or '.join(sorted(wanted))))
             time.sleep(self._poll_interval)
+
+
+def _typed(error: messaging.RemoteError) -> Exception:
+    """A refusal from a transport that does not deserialize volmig's
+    exceptions, as the typed error volmig raised."""
+    kind = getattr(exception, error.exc_type or '', None)
+    if isinstance(kind, type) and issubclass(kind, exception.VolmigException):
+        return kind(error.value)
+    return error

@@ -90,10 +90,13 @@ class RequestContextSerializer(messaging.Serializer):
 
 
 def get_client(topic: str, version: str, version_cap: str | None = None,
-               timeout: int | None = None) -> messaging.RPCClient:
+               timeout: int | None = None,
+               rpc_transport=None) -> messaging.RPCClient:
+    """A client on ``rpc_transport``, or on volmig's own."""
     target = messaging.Target(topic=topic, version=version)
     return messaging.get_rpc_client(
-        transport(), target, version_cap=version_cap,
+        rpc_transport or transport(), target,
+        version_cap=version_cap,
         serializer=RequestContextSerializer(),
         timeout=timeout)
 

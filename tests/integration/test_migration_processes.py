@@ -1,10 +1,15 @@
 """The migration flow across separate processes over RabbitMQ."""
 
+import os
 import signal
 
+from oslo_config import cfg
+from oslo_context import context as oslo_context
+import oslo_messaging as messaging
 from oslo_utils import uuidutils
 
 from tests.integration import base
+from volmig import client as volmig_client
 from volmig import exception
 from volmig import states
 
@@ -54,6 +59,40 @@ class MigrationOverRabbitTest(base.ProcessTestCase):
                                 self.conductor.stop_instance, self.user,
                                 server['uuid'])
         self.assertIn(states.TASK_VOLUME_MIGRATING, str(exc))
+
+    def test_client_embedded_in_a_service_with_its_own_config(self):
+        # A block-storage service's own ConfigOpts, transport (without
+        # volmig's exception modules) and oslo.context contexts.
+        path = os.path.join(self.state_path, 'cinder.conf')
+        with open(path, 'w') as conf_file:
+            conf_file.write('[DEFAULT]\ntransport_url = %s\n'
+                            % self.vhost.url)
+        conf = cfg.ConfigOpts()
+        conf(['--config-file', path], project='cinder')
+        transport = messaging.get_rpc_transport(conf)
+        self.addCleanup(transport.cleanup)
+        ctxt = oslo_context.RequestContext(user_id='cinder',
+                                           project_id='service',
+                                           roles=['service'])
+        server, bdm = self.create_server('compute-1')
+
+        embedded = volmig_client.MigrationClient(transport=transport)
+        error = self.assertRaises(exception.AttachmentNotFound,
+                                  embedded.start, ctxt, 'a-missing-one')
+        self.assertIn('a-missing-one', str(error))
+        migration = embedded.start(ctxt, bdm['attachment_id'])
+        self.assertEqual(states.STARTED, migration['status'])
+
+        # One built from the conf alone finishes what the first started.
+        built = volmig_client.MigrationClient(conf=conf)
+        self.addCleanup(built.close)
+        dst = self.dst_attachment(server, bdm)
+        built.complete(ctxt, bdm['attachment_id'], dst['id'])
+        done = built.wait_for(ctxt, migration['id'], states.COMPLETED)
+        self.assertEqual(dst['id'], done['dst_attachment_id'])
+        server = self.conductor.instance_get(self.admin, server['uuid'])
+        self.assertEqual(dst['id'],
+                         server['block_devices'][0]['attachment_id'])
 
     def test_agent_stopped_during_a_cast(self):
         server, bdm = self.create_server('compute-2')

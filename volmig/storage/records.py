@@ -6,6 +6,8 @@ an attachment. Status changes are compare-and-swap, as the conductor's
 are, so two requests never both win a race for one volume.
 """
 
+import typing
+
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
@@ -26,14 +28,14 @@ def _transaction():
     return db_api.transaction(_Scope())
 
 
-def _volume(session, volume_id: str) -> models.Volume:
+def _volume(session, volume_id: str):
     volume = session.get(models.Volume, volume_id)
     if volume is None:
         raise exception.VolumeNotFound(volume_id=volume_id)
     return volume
 
 
-def _attachment(session, attachment_id: str) -> models.VolumeAttachment:
+def _attachment(session, attachment_id: str):
     attachment = session.get(models.VolumeAttachment, attachment_id)
     if attachment is None:
         raise exception.AttachmentNotFound(attachment_id=attachment_id)
@@ -54,7 +56,7 @@ def _attachments_of(session, volume_id: str) -> list[dict]:
                                           models.VolumeAttachment.id))]
 
 
-def _present(session, volume: models.Volume) -> dict:
+def _present(session, volume) -> dict:
     attachments = _attachments_of(session, volume.id)
     statuses = {a['attach_status'] for a in attachments}
     if base.ATTACH_ATTACHED in statuses:
@@ -98,9 +100,9 @@ class VolumeRecords(base.VolumeAdapter):
                 models.Volume.id == volume_id).values(
                     updated_at=timeutils.utcnow(), **values)
             if expected_status:
-                column = models.Volume.migration_status
-                named = [s for s in expected_status if s is not None]
-                allowed = column.in_(named)
+                column: typing.Any = models.Volume.migration_status
+                allowed = column.in_(
+                    [s for s in expected_status if s is not None])
                 if None in expected_status:
                     allowed = sa.or_(allowed, column.is_(None))
                 stmt = stmt.where(allowed)

@@ -1,0 +1,127 @@
+"""volmig-volume's records in the database: races, moves and the import
+of a JSON file an older release left."""
+
+import json
+import os
+
+import fixtures
+
+from tests.functional import test_races
+from tests.unit import test_db
+from volmig import exception
+from volmig.storage import manager
+from volmig.volume import base
+
+
+class StorageRecordsTest(test_db.DatabaseTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.volumes = manager.FileVolumes()
+
+    def test_one_of_several_racing_claims_wins(self):
+        volume = self.volumes.create_volume(self.ctxt, 8, pool='a')
+
+        def claim(pool):
+            return lambda: self.volumes.update_volume(
+                volume['id'], expected_status=(None,),
+                migration_status='starting', migration_pool=pool)
+        results = test_races.race(*[claim('p%d' % n) for n in range(4)])
+
+        won = [r for r in results if isinstance(r, dict)]
+        self.assertEqual(1, len(won))
+        lost = [r for r in results
+                if isinstance(r, exception.VolumeStatusChanged)]
+        self.assertEqual(3, len(lost))
+        self.assertIn('its migration status is now starting', str(lost[0]))
+        current = self.volumes.get_volume(self.ctxt, volume['id'])
+        self.assertEqual(won[0]['migration_pool'],
+                         current['migration_pool'])
+
+    def test_adopt_moves_data_and_attachments_to_the_volume(self):
+        volume = self.volumes.create_volume(self.ctxt, 8, pool='a')
+        self.volumes.update_volume(volume['id'], path='/a/v')
+        src = self.volumes.attachment_create(self.ctxt, volume['id'], 'i1')
+        dst = self.volumes.create_volume(self.ctxt, 8, pool='b',
+                                         migration_source=volume['id'])
+        self.volumes.update_volume(dst['id'], path='/b/v')
+        moved = self.volumes.attachment_create(self.ctxt, dst['id'], 'i1')
+
+        self.volumes.adopt(volume['id'], dst['id'], {src['id']}, 'success')
+
+        adopted = self.volumes.get_volume(self.ctxt, volume['id'])
+        self.assertEqual(('b', '/b/v', '/a/v', 'success'),
+                         (adopted['pool'], adopted['path'],
+                          adopted['migration_src_path'],
+                          adopted['migration_status']))
+        self.assertEqual([moved['id']],
+                         [a['id'] for a in adopted['attachments']])
+        self.assertRaises(exception.VolumeNotFound,
+                          self.volumes.get_volume, self.ctxt, dst['id'])
+        self.assertRaises(exception.AttachmentNotFound,
+                          self.volumes.attachment_get, self.ctxt, src['id'])
+
+    def test_an_attached_volume_is_not_deleted(self):
+        volume = self.volumes.create_volume(self.ctxt, 8, pool='a')
+        self.volumes.attachment_create(self.ctxt, volume['id'], 'i1')
+        error = self.assertRaises(exception.Conflict,
+                                  self.volumes.delete_volume, self.ctxt,
+                                  volume['id'])
+        self.assertIn('volume %s is attached' % volume['id'], str(error))
+        self.assertEqual('reserved', self.volumes.get_volume(
+            self.ctxt, volume['id'])['status'])
+
+    def test_status_follows_the_attachments(self):
+        volume = self.volumes.create_volume(self.ctxt, 8, pool='a')
+        attachment = self.volumes.attachment_create(self.ctxt, volume['id'],
+                                                    'i1', 'ro')
+        self.volumes.update_volume(volume['id'], path='/a/v')
+        connected = self.volumes.attachment_update(
+            self.ctxt, attachment['id'], {'host': 'h', 'mode': 'ro'})
+        self.assertEqual({'driver_volume_type': 'file',
+                          'data': {'path': '/a/v', 'volume_id': volume['id'],
+                                   'access_mode': 'ro'}},
+                         connected['connection_info'])
+        self.assertEqual('attaching', self.volumes.get_volume(
+            self.ctxt, volume['id'])['status'])
+        self.volumes.attachment_complete(self.ctxt, attachment['id'])
+        self.assertEqual('in-use', self.volumes.get_volume(
+            self.ctxt, volume['id'])['status'])
+        self.volumes.attachment_delete(self.ctxt, attachment['id'])
+        self.assertEqual('available', self.volumes.get_volume(
+            self.ctxt, volume['id'])['status'])
+
+    def test_the_json_file_of_an_older_release_is_imported_once(self):
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'volumes.json')
+        saved = {
+            'volumes': {'v1': {
+                'id': 'v1', 'name': 'data', 'size_mb': 64,
+                'multiattach': True, 'pool': 'a', 'project_id': 'p',
+                'path': '/a/volume-v1', 'migration_status': 'success',
+                'migration_checksum': 'ab' * 32}},
+            'attachments': {'a1': {
+                'id': 'a1', 'volume_id': 'v1', 'instance_uuid': 'i1',
+                'attach_mode': 'ro', 'attach_status': base.ATTACH_ATTACHED,
+                'connector': {'host': 'h'},
+                'connection_info': {'driver_volume_type': 'file'}}}}
+        with open(path, 'w') as handle:
+            json.dump(saved, handle)
+
+        self.volumes.import_file(path)
+        # An import cut off after its commit runs again harmlessly.
+        self.volumes.restore(saved['volumes'].values(),
+                             saved['attachments'].values())
+        self.volumes.import_file(path)
+
+        volume = self.volumes.get_volume(self.ctxt, 'v1')
+        self.assertEqual(('data', 64, True, '/a/volume-v1', 'in-use',
+                          'ab' * 32),
+                         (volume['name'], volume['size_mb'],
+                          volume['multiattach'], volume['path'],
+                          volume['status'], volume['migration_checksum']))
+        [attachment] = volume['attachments']
+        self.assertEqual(saved['attachments']['a1'], attachment)
+        self.assertFalse(os.path.exists(path))
+        self.assertTrue(os.path.exists(path + '.imported'))
+        self.assertEqual(1, len(self.volumes.list_volumes(self.ctxt)))
