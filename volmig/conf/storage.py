@@ -19,6 +19,12 @@ storage_opts = [
     cfg.IntOpt('copy_chunk_kb', default=4096, min=64,
                help='Size of each read and write of a migration copy. '
                     'Chunks of zeros are skipped, so dst stays sparse.'),
+    cfg.BoolOpt('copy_offload', default=True,
+                help='When src and dst share a file system, let the '
+                     'kernel copy: a reflink where the file system offers '
+                     'one, else copy_file_range (server-side on NFS 4.2). '
+                     'Off, or across file systems, volmig-volume reads src '
+                     'and writes dst with O_DIRECT.'),
     cfg.IntOpt('max_bandwidth_mbps', default=0, min=0,
                help='Default bandwidth cap of a migration copy in MiB/s; '
                     '0 for none. A migration request may set its own.'),

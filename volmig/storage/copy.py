@@ -1,55 +1,192 @@
-"""The data copy of a migration: streamed, sparse, throttled, verified."""
+"""The data copy of a migration: src read once, dst checked from the disk.
+
+src is hashed as it is copied, and its holes (``SEEK_HOLE``) are hashed
+as the zeros they read as, without being read. dst is written with
+O_DIRECT, so what is verified afterwards comes from the disk, not from
+the page cache; where O_DIRECT is refused (tmpfs), dst is written and
+fdatasync'd, then its cached pages are dropped before the check. When
+src and dst share a file system the kernel copies (a reflink, or
+``copy_file_range``), and src is read once, for its digest.
+"""
 
 from collections.abc import Callable
+import errno
+import fcntl
 import hashlib
+import mmap
 import os
 import time
+
+# Linux's FICLONE ioctl: dst shares src's blocks (btrfs, XFS).
+FICLONE = 0x40049409
+# O_DIRECT transfers must be aligned to the device's logical block.
+ALIGN = 4096
+
+Progress = Callable[[int, int], None]
+
+
+def data_extents(fd: int, size: int):
+    """(offset, length) of each run of data; the rest are holes."""
+    offset = 0
+    while offset < size:
+        try:
+            start = os.lseek(fd, offset, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                return
+            raise
+        end = os.lseek(fd, start, os.SEEK_HOLE)
+        yield start, end - start
+        offset = end
+
+
+class _Throttle:
+
+    def __init__(self, max_bytes_per_second: int):
+        self.rate = max_bytes_per_second
+        self.began = time.monotonic()
+
+    def __call__(self, done: int) -> None:
+        if self.rate:
+            # Sleep until the average rate is back under the cap.
+            ahead = done / self.rate - (time.monotonic() - self.began)
+            if ahead > 0:
+                time.sleep(ahead)
+
+
+def _hash_holes(digest, start: int, end: int, zeros: bytes) -> None:
+    while start < end:
+        step = min(len(zeros), end - start)
+        digest.update(zeros[:step])
+        start += step
+
+
+def _open_direct(path: str, flags: int, size: int) -> tuple[int, bool]:
+    """O_DIRECT when the file system takes it and the size is aligned."""
+    if size % ALIGN == 0:
+        try:
+            return os.open(path, flags | os.O_DIRECT), True
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+    return os.open(path, flags), False
+
+
+def _settle(fd: int, size: int, direct: bool) -> None:
+    """Make dst whole and durable, and the next read of it come from the
+    disk."""
+    os.ftruncate(fd, size)
+    os.fdatasync(fd)
+    if not direct:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+def _walk(fd: int, size: int, chunk: int, buffer, digest, zeros, visit,
+          progress: Progress | None, throttle: _Throttle) -> None:
+    """Hash the whole file, reading only its data; ``visit(offset, view)``
+    sees each chunk of data read."""
+    view = memoryview(buffer)
+    hashed = 0
+    for start, length in data_extents(fd, size):
+        _hash_holes(digest, hashed, start, zeros)
+        offset, end = start, start + length
+        while offset < end:
+            step = min(chunk, end - offset)
+            got = os.preadv(fd, [view[:step]], offset)
+            if got != step:
+                raise OSError(errno.EIO, 'short read at %d' % offset)
+            digest.update(view[:step])
+            visit(offset, view[:step])
+            offset += step
+            if progress:
+                progress(offset, size)
+            throttle(offset)
+        hashed = end
+    _hash_holes(digest, hashed, size, zeros)
+
+
+def _same_file_system(src_path: str, dst_path: str) -> bool:
+    return os.stat(src_path).st_dev == os.stat(dst_path).st_dev
+
+
+def _kernel_copy(src_fd: int, dst_fd: int, size: int, chunk: int,
+                 progress: Progress | None, throttle: _Throttle) -> None:
+    """A reflink where the file system offers one, else copy_file_range
+    over src's data only, so dst keeps its holes."""
+    try:
+        fcntl.ioctl(dst_fd, FICLONE, src_fd)
+        return
+    except OSError:
+        pass
+    for start, length in data_extents(src_fd, size):
+        offset, end = start, start + length
+        while offset < end:
+            copied = os.copy_file_range(src_fd, dst_fd,
+                                        min(chunk, end - offset), offset,
+                                        offset)
+            if copied == 0:
+                raise OSError(errno.EIO, 'copy_file_range stopped at %d'
+                              % offset)
+            offset += copied
+            if progress:
+                progress(offset, size)
+            throttle(offset)
 
 
 def copy(src_path: str, dst_path: str, chunk_size: int,
          max_bytes_per_second: int = 0,
-         progress: Callable[[int, int], None] | None = None) -> int:
-    """Copy src into dst, which is new and reads as zeros.
-
-    Chunks of zeros are not written, so dst stays sparse where src is
-    empty. Returns the bytes read.
-    """
-    zeros = bytes(chunk_size)
-    buffer = bytearray(chunk_size)
-    view = memoryview(buffer)
-    began = time.monotonic()
-    done = 0
-    with open(src_path, 'rb', buffering=0) as src, \
-            open(dst_path, 'r+b', buffering=0) as dst:
-        total = src.seek(0, 2)
-        src.seek(0)
-        while True:
-            length = src.readinto(buffer)
-            if not length:
-                break
-            if view[:length] != zeros[:length]:
-                dst.seek(done)
-                dst.write(view[:length])
-            done += length
-            if progress:
-                progress(done, total)
-            if max_bytes_per_second:
-                # Sleep until the average rate is back under the cap.
-                ahead = done / max_bytes_per_second - (time.monotonic()
-                                                       - began)
-                if ahead > 0:
-                    time.sleep(ahead)
-        dst.truncate(total)
-        dst.flush()
-        os.fsync(dst.fileno())
-    return done
-
-
-def sha256(path: str, chunk_size: int) -> str:
+         progress: Progress | None = None, offload: bool = True) -> str:
+    """Copy src into dst, which is new and reads as zeros; returns src's
+    sha256. Zero chunks and holes of src are not written, so dst stays
+    sparse where src is empty. ``offload``: the kernel copies when src
+    and dst share a file system."""
+    chunk = max(ALIGN, chunk_size // ALIGN * ALIGN)
+    buffer = mmap.mmap(-1, chunk)
+    zeros = bytes(chunk)
     digest = hashlib.sha256()
-    buffer = bytearray(chunk_size)
-    view = memoryview(buffer)
-    with open(path, 'rb', buffering=0) as handle:
-        while length := handle.readinto(buffer):
-            digest.update(view[:length])
+    throttle = _Throttle(max_bytes_per_second)
+    src = os.open(src_path, os.O_RDONLY)
+    try:
+        size = os.fstat(src).st_size
+        if offload and _same_file_system(src_path, dst_path):
+            dst = os.open(dst_path, os.O_WRONLY)
+            try:
+                _kernel_copy(src, dst, size, chunk, progress, throttle)
+                _settle(dst, size, direct=False)
+            finally:
+                os.close(dst)
+            _walk(src, size, chunk, buffer, digest, zeros,
+                  lambda offset, view: None, None, _Throttle(0))
+            return digest.hexdigest()
+        dst, direct = _open_direct(dst_path, os.O_WRONLY, size)
+        try:
+            def write(offset, view):
+                if view != zeros[:len(view)]:
+                    os.pwritev(dst, [view], offset)
+            _walk(src, size, chunk, buffer, digest, zeros, write, progress,
+                  throttle)
+            _settle(dst, size, direct)
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
+        buffer.close()
+    return digest.hexdigest()
+
+
+def sha256_from_disk(path: str, chunk_size: int) -> str:
+    """The file's sha256, read with O_DIRECT (or after its cached pages
+    are dropped), holes hashed as zeros."""
+    chunk = max(ALIGN, chunk_size // ALIGN * ALIGN)
+    buffer = mmap.mmap(-1, chunk)
+    digest = hashlib.sha256()
+    fd, direct = _open_direct(path, os.O_RDONLY, os.stat(path).st_size)
+    try:
+        if not direct:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        _walk(fd, os.fstat(fd).st_size, chunk, buffer, digest,
+              bytes(chunk), lambda offset, view: None, None, _Throttle(0))
+    finally:
+        os.close(fd)
+        buffer.close()
     return digest.hexdigest()

@@ -185,14 +185,15 @@ class Migrator:
                         100.0 * done / total, 1) if total else 100.0)
 
         began = time.monotonic()
-        copy_mod.copy(volume['path'], dst['path'], chunk,
-                      max_bytes_per_second, progress)
+        src_sum = copy_mod.copy(volume['path'], dst['path'], chunk,
+                                max_bytes_per_second, progress,
+                                self.conf.storage.copy_offload)
         self.volumes.update_volume(
             volume['id'], migration_copy_seconds=round(
                 time.monotonic() - began, 3))
-        # src is frozen since start, so the two must agree exactly.
-        src_sum = copy_mod.sha256(volume['path'], chunk)
-        dst_sum = copy_mod.sha256(dst['path'], chunk)
+        # src is frozen since start, so dst, read back from the disk, must
+        # match the digest src had as it was copied.
+        dst_sum = copy_mod.sha256_from_disk(dst['path'], chunk)
         if src_sum != dst_sum:
             raise exception.ChecksumMismatch(volume_id=volume['id'],
                                              src=src_sum, dst=dst_sum)
