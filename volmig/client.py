@@ -52,6 +52,8 @@ class MigrationClient:
         if transport is None and conf is not None:
             transport = self._owned = messaging.get_rpc_transport(
                 conf, allowed_remote_exmods=rpc.ALLOWED_EXMODS)
+        if transport is not None:
+            _register_lazy_opts(transport.conf)
         self._client = rpc.get_client(TOPIC, RPC_API_VERSION,
                                       timeout=timeout,
                                       rpc_transport=transport)
@@ -129,6 +131,20 @@ class MigrationClient:
                     'it is %s, not %s' % (migration['status'],
                                           ' or '.join(sorted(wanted))))
             time.sleep(self._poll_interval)
+
+
+def _register_lazy_opts(conf) -> None:
+    """oslo.messaging's clients read ``[oslo_messaging_tracing]`` and
+    ``[oslo_messaging_metrics]``, which it registers on the global CONF
+    only; a service's own ConfigOpts lacks them, and every call would
+    fail with NoSuchOptError."""
+    from oslo_messaging._metrics import client as metrics
+    from oslo_messaging._tracing import client as tracing
+    for group, group_opts in (
+            ('oslo_messaging_tracing', tracing.oslo_messaging_tracing),
+            ('oslo_messaging_metrics', metrics.oslo_messaging_metrics)):
+        if group not in conf:
+            conf.register_opts(group_opts, group=group)
 
 
 def _typed(error: messaging.RemoteError) -> Exception:

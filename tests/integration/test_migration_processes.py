@@ -77,9 +77,12 @@ class MigrationOverRabbitTest(base.ProcessTestCase):
         server, bdm = self.create_server('compute-1')
 
         embedded = volmig_client.MigrationClient(transport=transport)
+        missing = uuidutils.generate_uuid()
+        # Typed, though this transport does not deserialize volmig's
+        # exceptions itself.
         error = self.assertRaises(exception.AttachmentNotFound,
-                                  embedded.start, ctxt, 'a-missing-one')
-        self.assertIn('a-missing-one', str(error))
+                                  embedded.start, ctxt, missing)
+        self.assertIn(missing, str(error))
         migration = embedded.start(ctxt, bdm['attachment_id'])
         self.assertEqual(states.STARTED, migration['status'])
 
