@@ -33,7 +33,7 @@ from volmig import exception
 from volmig import rpc
 from volmig import states
 
-__version__ = '1.1.0'
+__version__ = '1.2.0'
 
 TOPIC = 'volmig-api'
 RPC_API_VERSION = '1.0'
@@ -72,10 +72,20 @@ class MigrationClient:
         except messaging.RemoteError as exc:
             raise _typed(exc) from None
 
-    def start(self, ctxt, src_attachment_id: str) -> dict:
-        """Stop every write to src; returns the started migration."""
-        return self._call(ctxt, 'migration_start',
-                          src_attachment_id=src_attachment_id)
+    def start(self, ctxt, src_attachment_id: str, wait: bool = True,
+              timeout: float = float('inf')) -> dict:
+        """Stop every write to src; returns the started migration.
+
+        A start over a concurrency cap is ``queued``. With ``wait`` (the
+        default) this returns once it has started, so the contract holds:
+        on return, nothing writes to src. Without, a queued migration
+        returns at once; ``wait_for`` it to be ``started`` before copying.
+        """
+        migration = self._call(ctxt, 'migration_start',
+                               src_attachment_id=src_attachment_id)
+        if not wait or migration['status'] != states.QUEUED:
+            return migration
+        return self.wait_for(ctxt, migration['id'], states.STARTED, timeout)
 
     def cancel(self, ctxt, src_attachment_id: str) -> dict:
         """Send the guest back to src; returns once accepted.

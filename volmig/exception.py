@@ -132,9 +132,27 @@ class ServiceNotFound(NotFound):
     msg_fmt = 'No %(binary)s service is registered on host %(host)s.'
 
 
+class DrainNotFound(NotFound):
+    msg_fmt = 'Pool %(pool)s has never been drained.'
+
+
 class Conflict(VolmigException):
     msg_fmt = 'The request conflicts with the current state: %(reason)s'
     code = 409
+
+
+class NoCopySlot(Conflict):
+    msg_fmt = ('Pool %(pool)s has no copy slot free ([storage] '
+               'max_concurrent_copies).')
+
+
+class NoDrainRunning(Conflict):
+    msg_fmt = 'Pool %(pool)s has no drain running.'
+
+
+class DrainRunning(Conflict):
+    msg_fmt = ('Pool %(pool)s is being drained into %(target)s already '
+               '(drain %(drain_id)s); cancel it first.')
 
 
 class MigrationInProgress(Conflict):

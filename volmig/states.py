@@ -6,6 +6,8 @@ Every status that is not terminal counts as in progress.
 from volmig import exception
 
 # Volume migration statuses.
+# Held back by a concurrency cap; no agent has heard of it yet.
+QUEUED = 'queued'
 ACCEPTED = 'accepted'
 STARTING = 'starting'
 STARTED = 'started'
@@ -18,6 +20,9 @@ COMPLETED = 'completed'
 ERROR = 'error'
 
 _TRANSITIONS = {
+    # Started in order as caps allow (RPC agents older than 1.3 report
+    # their own start from accepted); cancelled without any agent.
+    QUEUED: {ACCEPTED, STARTING, CANCELLED},
     ACCEPTED: {STARTING},
     STARTING: {STARTED},
     STARTED: {CANCELLING, COMPLETING},
@@ -37,6 +42,8 @@ ALL = frozenset(_TRANSITIONS)
 # From these on, the guest has been switched to dst (or is being switched).
 COMPLETE_REQUESTED = frozenset({COMPLETING, SRC_RELEASED, COMMITTING,
                                 COMPLETED})
+# Statuses no agent has been asked to act on yet.
+NOT_SENT = frozenset({QUEUED, ACCEPTED})
 # Statuses in which a compute agent is doing work for the migration, as
 # opposed to waiting for the block-storage service (STARTED).
 AGENT_BUSY = frozenset({STARTING, CANCELLING, COMPLETING, SRC_RELEASED,

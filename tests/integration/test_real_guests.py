@@ -95,13 +95,17 @@ class RealGuestTestCase(base.ProcessTestCase):
 
     def boot(self, volumes, host='compute-1', image='volmig-guest',
              mode='rw'):
+        return self.boot_with([(vol, mode) for vol in volumes], host, image)
+
+    def boot_with(self, disks, host='compute-1', image='volmig-guest'):
+        """A server with ``disks``, (volume, attach_mode) pairs."""
         code, body = self.rest('POST', '/servers', {'server': {
             'name': 'vm', 'imageRef': image,
             'availability_zone': 'nova:%s' % host,
             'block_device_mapping_v2': [
                 {'uuid': vol['id'], 'source_type': 'volume',
                  'destination_type': 'volume', 'attach_mode': mode,
-                 'boot_index': None} for vol in volumes]}})
+                 'boot_index': None} for vol, mode in disks]}})
         self.assertEqual(202, code, body)
         server_id = body['server']['id']
         self.wait_for_status(server_id, 'ACTIVE')

@@ -4,6 +4,11 @@ from volmig import exception
 from volmig import states
 
 LEGAL = [
+    # Out of a concurrency cap's queue; RPC < 1.3 agents take accepted.
+    (states.QUEUED, states.STARTING),
+    (states.QUEUED, states.ACCEPTED),
+    # Cancelled while queued: no agent ever heard of it.
+    (states.QUEUED, states.CANCELLED),
     (states.ACCEPTED, states.STARTING),
     (states.STARTING, states.STARTED),
     (states.STARTED, states.CANCELLING),

@@ -71,6 +71,20 @@ class StorageRecordsTest(test_db.DatabaseTestCase):
         self.assertEqual('reserved', self.volumes.get_volume(
             self.ctxt, volume['id'])['status'])
 
+    def test_volumes_by_id_are_those_get_volume_gives(self):
+        shared = self.volumes.create_volume(self.ctxt, 8, pool='a',
+                                            multiattach=True)
+        alone = self.volumes.create_volume(self.ctxt, 8, pool='a')
+        for instance in ('i1', 'i2'):
+            self.volumes.attachment_create(self.ctxt, shared['id'], instance)
+        found = self.volumes.volumes_by_id([shared['id'], alone['id'],
+                                            'no-such-volume'])
+        self.assertEqual({shared['id'], alone['id']}, set(found))
+        for volume_id, volume in found.items():
+            self.assertEqual(self.volumes.get_volume(self.ctxt, volume_id),
+                             volume)
+        self.assertEqual(2, len(found[shared['id']]['attachments']))
+
     def test_status_follows_the_attachments(self):
         volume = self.volumes.create_volume(self.ctxt, 8, pool='a')
         attachment = self.volumes.attachment_create(self.ctxt, volume['id'],

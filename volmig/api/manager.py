@@ -68,7 +68,8 @@ class APIManager:
         begun = self.conductor.migration_begin(ctxt, src_attachment_id,
                                                starting=owner)
         migration = begun['migration']
-        if not begun['created']:
+        if not begun['created'] or migration['status'] == states.QUEUED:
+            # A queued one is the conductor's to start when a cap allows.
             return migration
         try:
             result = self.compute.migration_start(ctxt, migration['host'],

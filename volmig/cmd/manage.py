@@ -18,6 +18,7 @@ from volmig import config
 from volmig import context as volmig_context
 from volmig import exception
 from volmig import rpc
+from volmig.cli import pools as pools_cli
 from volmig.compute.drivers.qemu import images
 from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
@@ -87,6 +88,42 @@ def _volume_migrate() -> int:
             return 1
         time.sleep(1)
     return 0
+
+
+def _print_drain(drain: dict) -> None:
+    for entry in drain['volumes']:
+        print('%s  %6d MiB  %-7s %-9s %s' % (
+            entry['volume_id'], entry['size_mb'], entry['action'],
+            entry['state'], entry['reason']))
+    if not drain['dry_run']:
+        print(pools_cli.summary_line(drain), flush=True)
+
+
+def _pool_drain() -> int:
+    admin = volmig_context.get_admin_context()
+    volumes = storage_rpcapi.StorageAPI()
+    command = CONF.category
+    drain = volumes.drain_pool(admin, command.pool, command.to,
+                               command.max_parallel,
+                               command.max_bandwidth_mbps, command.dry_run)
+    _print_drain(drain)
+    while command.wait and drain['status'] == 'running':
+        time.sleep(1)
+        drain = volumes.pool_drain_get(admin, command.pool)
+        print(pools_cli.summary_line(drain), flush=True)
+    if command.wait:
+        _print_drain(drain)
+    return 0
+
+
+def _pool_show() -> None:
+    _print_drain(storage_rpcapi.StorageAPI().pool_drain_get(
+        volmig_context.get_admin_context(), CONF.category.pool))
+
+
+def _pool_cancel_drain() -> None:
+    _print_drain(storage_rpcapi.StorageAPI().pool_drain_cancel(
+        volmig_context.get_admin_context(), CONF.category.pool))
 
 
 MIGRATION_FIELDS = ('id', 'status', 'mode', 'host', 'instance_uuid',
@@ -177,6 +214,9 @@ def _server_reset_state() -> None:
 _COMMANDS = {('db', 'sync'): _db_sync, ('db', 'version'): _db_version,
              ('volume', 'list'): _volume_list,
              ('volume', 'migrate'): _volume_migrate,
+             ('pool', 'drain'): _pool_drain,
+             ('pool', 'show'): _pool_show,
+             ('pool', 'cancel-drain'): _pool_cancel_drain,
              ('migration', 'list'): _migration_list,
              ('migration', 'show'): _migration_show,
              ('migration', 'recover'): _migration_recover,
@@ -222,6 +262,25 @@ def _add_parsers(subparsers):
                          help='Copy bandwidth cap in MiB/s.')
     migrate.add_argument('--wait', action='store_true',
                          help='Show progress until it ends.')
+
+    pool = subparsers.add_parser('pool', help='Pools of volmig-volume.')
+    actions = pool.add_subparsers(dest='action', required=True)
+    drain = actions.add_parser(
+        'drain', help='Move every volume out of a pool, attached or not.')
+    drain.add_argument('pool')
+    drain.add_argument('--to', required=True, help='Destination pool.')
+    drain.add_argument('--max-parallel', type=int, default=1,
+                       help='Volumes moving at once.')
+    drain.add_argument('--max-bandwidth-mbps', type=int, default=None,
+                       help='Bandwidth cap of each copy in MiB/s.')
+    drain.add_argument('--dry-run', action='store_true',
+                       help='Print the plan and its reasons only.')
+    drain.add_argument('--wait', action='store_true',
+                       help='Show progress until the drain ends.')
+    for name, text in (('show', "Show a pool's latest drain."),
+                       ('cancel-drain', 'Begin no more volumes of the '
+                                        "pool's drain.")):
+        actions.add_parser(name, help=text).add_argument('pool')
 
     mig = subparsers.add_parser('migration', help='Volume migrations.')
     actions = mig.add_subparsers(dest='action', required=True)

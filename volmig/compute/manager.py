@@ -62,7 +62,11 @@ class ComputeManager:
 
     def service_record(self) -> tuple[str, dict]:
         version = CONF.compute.announced_rpc_version or rpcapi.RPC_API_VERSION
-        return version, self.driver.capabilities
+        # The conductor holds starts over this host's cap as "queued".
+        return version, dict(
+            self.driver.capabilities,
+            max_concurrent_volume_migrations=(
+                CONF.compute.max_concurrent_volume_migrations))
 
     def periodic_tasks(self):
         return [(CONF.report_interval, self.reconcile_after_restart),

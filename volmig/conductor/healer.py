@@ -33,7 +33,7 @@ def recovery_needed(migration: dict) -> bool:
     """Whether the guest may be off src when the migration is failed."""
     if migration['mode'] == states.MODE_OFFLINE:
         return migration['status'] == states.COMPLETING
-    return migration['status'] != states.ACCEPTED
+    return migration['status'] not in states.NOT_SENT
 
 
 class Healer:
@@ -55,7 +55,7 @@ class Healer:
 
     def _reconcile_silent_migrations(self, ctxt, down: dict) -> None:
         stall = CONF.conductor.migration_stall_timeout
-        busy = states.IN_PROGRESS - {states.ACCEPTED}
+        busy = states.IN_PROGRESS - states.NOT_SENT
         hopeless = {migration['id'] for migration in db.migrations_older_than(
             ctxt, busy, datetime.timedelta(seconds=2 * stall))}
         for migration in db.migrations_older_than(

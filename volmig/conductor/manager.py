@@ -13,6 +13,7 @@ from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import healer
 from volmig.conductor import instances
 from volmig.conductor import migrations
+from volmig.conductor import queue
 from volmig.conductor import recovery
 from volmig.conductor import rpcapi
 from volmig.conductor import services
@@ -40,7 +41,9 @@ class ConductorManager:
             lambda: min_service_version(volmig_context.get_admin_context(),
                                         compute_rpcapi.BINARY))
         self.instances = instances.InstanceConductor(volume_api, compute_api)
-        self.migrations = migrations.MigrationConductor(volume_api)
+        self.migrations = migrations.MigrationConductor(
+            volume_api, on_end=self._migration_ended)
+        self.queue = queue.MigrationQueue(self.migrations, compute_api)
         self.healer = healer.Healer(self.migrations, compute_api)
         self.recovery = recovery.OperatorRecovery(
             self.migrations, self.healer, compute_api)
@@ -51,7 +54,11 @@ class ConductorManager:
         return rpcapi.RPC_API_VERSION, {}
 
     def periodic_tasks(self):
-        return [(CONF.conductor.heal_interval, self.heal)]
+        return [(CONF.conductor.heal_interval, self.heal),
+                (CONF.conductor.queue_interval, self.queue.dispatch)]
+
+    def _migration_ended(self) -> None:
+        self.queue.kick()
 
     def heal(self) -> None:
         self.healer.run(volmig_context.get_admin_context())
@@ -60,7 +67,7 @@ class ConductorManager:
         pass
 
     def cleanup_host(self) -> None:
-        pass
+        self.queue.stop()
 
     @rpc.endpoint
     def service_update(self, ctxt, binary, host, topic, version,

@@ -14,6 +14,7 @@ from oslo_utils import uuidutils
 from volmig import exception
 from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
+from volmig.conductor import queue
 from volmig.conductor import rules
 from volmig.conf import CONF
 from volmig.db import api as db
@@ -62,8 +63,10 @@ def _connector(host: str, attach_mode: str) -> dict:
 
 class MigrationConductor:
 
-    def __init__(self, volume_api):
+    def __init__(self, volume_api, on_end=lambda: None):
         self.volume_api = volume_api
+        # Called when a migration ends: its cap slot is free.
+        self._on_end = on_end
 
     def _latest(self, ctxt, src_attachment_id: str, action: str) -> dict:
         """The attachment's latest migration, for cancel and complete."""
@@ -93,10 +96,17 @@ class MigrationConductor:
                     'created': False}
         bdm = db.bdm_get_by_attachment(ctxt, src_attachment_id)
         with volume_lock(bdm['volume_id']):
-            return self._begin(ctxt, src_attachment_id, starting, bdm)
+            host = db.instance_get(ctxt, bdm['instance_uuid'])['host']
+            service = db.service_get(ctxt, compute_rpcapi.BINARY, host)
+            if not queue.capped(service):
+                return self._begin(ctxt, src_attachment_id, starting, bdm,
+                                   service)
+            with queue.caps_lock():
+                return self._begin(ctxt, src_attachment_id, starting, bdm,
+                                   service, capped=True)
 
     def _begin(self, ctxt, src_attachment_id: str, starting: bool,
-               bdm: dict) -> dict:
+               bdm: dict, service: dict, capped: bool = False) -> dict:
         # Read under the volume's lock, so no attach slips in between.
         volume = self.volume_api.get_volume(ctxt, bdm['volume_id'])
         with db.transaction(ctxt):
@@ -108,10 +118,12 @@ class MigrationConductor:
             attached = [db.instance_get(ctxt, other['instance_uuid'])
                         for other in db.bdm_get_all(
                             ctxt, volume_id=volume['id'])]
-            service = db.service_get(ctxt, compute_rpcapi.BINARY,
-                                     instance['host'])
             mode = rules.choose_migration_mode(
                 instance, volume, attached, service['capabilities'])
+            held = capped and queue.reason_to_queue(ctxt, service,
+                                                    volume['id'])
+            status = (states.QUEUED if held else
+                      states.STARTING if starting else states.ACCEPTED)
             try:
                 migration = db.migration_begin(ctxt, {
                     'uuid': uuidutils.generate_uuid(),
@@ -121,16 +133,16 @@ class MigrationConductor:
                     'host': instance['host'], 'mode': mode,
                     'project_id': instance['project_id'],
                     'exclusive': len(volume['attachments']) <= 1,
-                    'status': states.STARTING if starting
-                    else states.ACCEPTED})
+                    'status': status, 'queued_reason': held or None})
             except exception.InstanceInvalidState as exc:
                 raise exception.MigrationInProgress(
                     what='server %s' % instance['uuid'],
                     reason=exc.message)
         self._check_no_attach_raced(ctxt, migration, attached)
-        LOG.info('Volume migration %(id)s accepted (%(mode)s) for volume '
-                 '%(volume)s of server %(instance)s',
-                 {'id': migration['id'], 'mode': mode,
+        LOG.info('Volume migration %(id)s %(status)s (%(mode)s) for volume '
+                 '%(volume)s of server %(instance)s%(held)s',
+                 {'id': migration['id'], 'mode': mode, 'status': status,
+                  'held': ': %s' % held if held else '',
                   'volume': volume['id'], 'instance': instance['uuid']})
         return {'migration': present(migration), 'bdm': bdm, 'created': True}
 
@@ -154,6 +166,11 @@ class MigrationConductor:
     def accept_cancel(self, ctxt, src_attachment_id: str) -> dict:
         """Returns ``{'migration', 'bdm', 'send'}``."""
         migration = self._latest(ctxt, src_attachment_id, 'cancel')
+        if migration['status'] == states.QUEUED:
+            # No agent has heard of it: it simply ends.
+            migration = self._move(ctxt, migration['id'], {states.QUEUED},
+                                   states.CANCELLED, None)
+            return {'migration': migration, 'bdm': None, 'send': False}
         send = rules.check_can_cancel(migration)
         if send:
             migration = db.migration_update(
@@ -276,6 +293,8 @@ class MigrationConductor:
                 expected_status=current['status'])
             if status in states.TERMINAL:
                 self._unlock_instance(ctxt, migration)
+        if status in states.TERMINAL:
+            self._on_end()
         LOG.info('Volume migration %(id)s of server %(instance)s is '
                  '%(status)s', {'id': migration_id, 'status': status,
                                 'instance': current['instance_uuid']})
@@ -323,6 +342,7 @@ class MigrationConductor:
                  'error_reason': reason, 'recovery_needed': recovery_needed},
                 expected_status=current['status'])
             self._unlock_instance(ctxt, migration)
+        self._on_end()
         LOG.error('Volume migration %(id)s of server %(instance)s failed '
                   'while %(phase)s: %(reason)s',
                   {'id': migration_id, 'phase': current['status'],

@@ -52,7 +52,7 @@ class OperatorRecovery:
         if status in states.TERMINAL:
             raise exception.InvalidMigrationState(
                 action='abort', migration_id=migration_id, status=status)
-        if status == states.ACCEPTED:
+        if status in states.NOT_SENT:
             return self.migrations.fail(
                 ctxt, migration_id, 'aborted by an operator before any '
                 'agent took it', recovery_needed=False)

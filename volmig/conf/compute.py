@@ -27,6 +27,10 @@ compute_opts = [
                     'a report waits until the job has moved this '
                     'fraction of its total and progress_report_interval '
                     'has passed, whichever is rarer.'),
+    cfg.IntOpt('max_concurrent_volume_migrations', default=0, min=0,
+               help='Most volumes migrating at once on this host; 0 for no '
+                    'cap (Storage vMotion\'s is 2). The agent announces it '
+                    'and the conductor holds further starts as "queued".'),
     cfg.StrOpt('announced_rpc_version', default=None,
                help='Announce this compute RPC version instead of the '
                     'latest one. Only for testing rolling upgrades: it makes '

@@ -25,6 +25,16 @@ conductor_opts = [
                     'a live compute agent before the request is taken as '
                     'lost: a delete is sent again, other tasks are '
                     'cleared.'),
+    cfg.IntOpt('max_concurrent_volume_migrations', default=0, min=0,
+               help='Most volumes migrating at once in the whole cluster; '
+                    '0 for no cap. A start over it (or over its agent\'s '
+                    '[compute] max_concurrent_volume_migrations) waits as '
+                    '"queued" and is started in order when a migration '
+                    'ends. The attachments of one volume count once.'),
+    cfg.FloatOpt('queue_interval', default=5.0, min=0.1,
+                 help='Seconds between looks at the queued migrations, '
+                      'besides the one after each migration ends: it '
+                      'starts those another conductor freed a slot for.'),
 ]
 
 

@@ -29,7 +29,18 @@ storage_opts = [
                help='Default bandwidth cap of a migration copy in MiB/s; '
                     '0 for none. A migration request may set its own.'),
     cfg.IntOpt('migration_workers', default=4, min=1,
-               help='Migrations that copy at the same time.'),
+               help='Threads that drive migrations (copy, complete) at '
+                    'the same time.'),
+    cfg.IntOpt('max_concurrent_copies', default=0, min=0,
+               help='Most migrations copying into or out of one pool at '
+                    'once; 0 for no cap (Storage vMotion\'s is 8 per '
+                    'datastore). A migration over it waits as "queued", '
+                    'before any attachment is started, and begins in '
+                    'order when a copy of that pool ends.'),
+    cfg.FloatOpt('drain_interval', default=1.0, min=0.1,
+                 help='Seconds between passes of a pool drain: each begins '
+                      'the next volumes its --max-parallel allows and '
+                      'retries those that wait for their servers.'),
 ]
 
 

@@ -368,6 +368,6 @@ def migration_get_all_for_recovery(ctxt, host: str) -> list[dict]:
             models.VolumeMigration).where(
                 models.VolumeMigration.host == host,
                 sa.or_(models.VolumeMigration.status.in_(
-                    list(states.IN_PROGRESS)),
+                    list(states.IN_PROGRESS - {states.QUEUED})),
                     models.VolumeMigration.recovery_needed.is_(True))).
             order_by(models.VolumeMigration.id)))

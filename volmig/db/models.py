@@ -120,6 +120,8 @@ class VolumeMigration(Base):
     # read-only, or all servers off): its siblings may run beside it.
     exclusive = sa.Column(sa.Boolean, nullable=False, default=True,
                           server_default=sa.true())
+    # Which concurrency cap holds a queued migration back (alembic 0007).
+    queued_reason = sa.Column(sa.Text)
 
     def to_dict(self) -> dict:
         # The uuid is the migration's only public id.
@@ -155,6 +157,12 @@ class Volume(Base):
     migration_src_path = sa.Column(sa.Text)
     migration_copy_seconds = sa.Column(sa.Float)
     migration_checksum = sa.Column(sa.String(64))
+    # Order of the queue of a pool's copy cap, and when the copy ran: the
+    # record that the cap held (alembic 0007).
+    migration_queued_at = sa.Column(sa.DateTime)
+    migration_max_bandwidth_mbps = sa.Column(sa.Integer)
+    migration_copy_started_at = sa.Column(sa.DateTime)
+    migration_copy_ended_at = sa.Column(sa.DateTime)
 
 
 class VolumeAttachment(Base):
@@ -170,3 +178,20 @@ class VolumeAttachment(Base):
     attach_status = sa.Column(sa.String(16), nullable=False)
     connector = sa.Column(sa.JSON)
     connection_info = sa.Column(sa.JSON)
+
+
+class PoolDrain(Base):
+    """An operator's request to move every volume out of a pool."""
+    __tablename__ = 'pool_drains'
+    __table_args__ = (sa.Index('pool_drains_pool_idx', 'pool'),)
+
+    id = sa.Column(sa.String(36), primary_key=True)
+    pool = sa.Column(sa.String(255), nullable=False)
+    target_pool = sa.Column(sa.String(255), nullable=False)
+    # running, completed or cancelled.
+    status = sa.Column(sa.String(16), nullable=False)
+    max_parallel = sa.Column(sa.Integer, nullable=False)
+    max_bandwidth_mbps = sa.Column(sa.Integer)
+    # The plan: [{volume_id, size_mb, action, reason, state}], in order.
+    volumes = sa.Column(sa.JSON, nullable=False)
+    finished_at = sa.Column(sa.DateTime)

@@ -10,6 +10,7 @@ src and dst share a file system the kernel copies (a reflink, or
 """
 
 from collections.abc import Callable
+from concurrent import futures
 import errno
 import fcntl
 import hashlib
@@ -52,6 +53,30 @@ class _Throttle:
             ahead = done / self.rate - (time.monotonic() - self.began)
             if ahead > 0:
                 time.sleep(ahead)
+
+
+class _Digest:
+    """sha256 on a thread of its own, so hashing overlaps the I/O
+    (hashlib lets go of the GIL on large buffers). At most two chunks
+    wait, in order."""
+
+    def __init__(self):
+        self._sha = hashlib.sha256()
+        self._executor = futures.ThreadPoolExecutor(max_workers=1)
+        self._pending: list[futures.Future] = []
+
+    def update(self, data) -> None:
+        if len(self._pending) >= 2:
+            self._pending.pop(0).result()
+        # A copy: the caller's buffer is reused for the next read.
+        self._pending.append(self._executor.submit(self._sha.update,
+                                                   bytes(data)))
+
+    def hexdigest(self) -> str:
+        for pending in self._pending:
+            pending.result()
+        self._executor.shutdown()
+        return self._sha.hexdigest()
 
 
 def _hash_holes(digest, start: int, end: int, zeros: bytes) -> None:
@@ -143,20 +168,24 @@ def copy(src_path: str, dst_path: str, chunk_size: int,
     chunk = max(ALIGN, chunk_size // ALIGN * ALIGN)
     buffer = mmap.mmap(-1, chunk)
     zeros = bytes(chunk)
-    digest = hashlib.sha256()
+    digest = _Digest()
     throttle = _Throttle(max_bytes_per_second)
     src = os.open(src_path, os.O_RDONLY)
     try:
         size = os.fstat(src).st_size
         if offload and _same_file_system(src_path, dst_path):
-            dst = os.open(dst_path, os.O_WRONLY)
-            try:
-                _kernel_copy(src, dst, size, chunk, progress, throttle)
-                _settle(dst, size, direct=False)
-            finally:
-                os.close(dst)
-            _walk(src, size, chunk, buffer, digest, zeros,
-                  lambda offset, view: None, None, _Throttle(0))
+            # src is hashed while the kernel copies it.
+            with futures.ThreadPoolExecutor(max_workers=1) as hasher:
+                hashed = hasher.submit(
+                    _walk, src, size, chunk, buffer, digest, zeros,
+                    lambda offset, view: None, None, _Throttle(0))
+                dst = os.open(dst_path, os.O_WRONLY)
+                try:
+                    _kernel_copy(src, dst, size, chunk, progress, throttle)
+                    _settle(dst, size, direct=False)
+                finally:
+                    os.close(dst)
+                hashed.result()
             return digest.hexdigest()
         dst, direct = _open_direct(dst_path, os.O_WRONLY, size)
         try:
@@ -179,7 +208,7 @@ def sha256_from_disk(path: str, chunk_size: int) -> str:
     are dropped), holes hashed as zeros."""
     chunk = max(ALIGN, chunk_size // ALIGN * ALIGN)
     buffer = mmap.mmap(-1, chunk)
-    digest = hashlib.sha256()
+    digest = _Digest()
     fd, direct = _open_direct(path, os.O_RDONLY, os.stat(path).st_size)
     try:
         if not direct:

@@ -9,6 +9,7 @@ import oslo_messaging as messaging
 from volmig import exception
 from volmig import rpc
 from volmig.conf import CONF
+from volmig.storage import drain
 from volmig.storage import migration
 from volmig.storage import records
 from volmig.storage import rpcapi
@@ -70,6 +71,8 @@ class VolumeManager:
         self.host = host
         self.volumes = FileVolumes()
         self.migrator = migration.Migrator(self.volumes, CONF)
+        self.drainer = drain.Drainer(self.volumes, self.migrator)
+        self.migrator.on_end = self.drainer.run_once
 
     # Service plumbing.
 
@@ -78,7 +81,14 @@ class VolumeManager:
             'pools': sorted(CONF.storage.pools)}
 
     def periodic_tasks(self):
-        return [(CONF.report_interval, self.migrator.resume_after_restart)]
+        return [(CONF.report_interval, self.migrator.resume_after_restart),
+                (CONF.storage.drain_interval, self._queues)]
+
+    def _queues(self) -> None:
+        # Not before the migrations a restart cut off are taken back.
+        if self.migrator.resumed:
+            self.migrator.start_queued()
+            self.drainer.run_once()
 
     def init_host(self) -> None:
         for pool_dir in CONF.storage.pools.values():
@@ -124,7 +134,7 @@ class VolumeManager:
     @rpc.endpoint
     def delete_volume(self, ctxt, volume_id):
         volume = self.volumes.get_volume(ctxt, volume_id)
-        if volume.get('migration_status') in migration.MIGRATING:
+        if volume.get('migration_status') in migration.UNDER_WAY:
             raise exception.MigrationInProgress(
                 what='volume %s' % volume_id, reason='it is migrating')
         volume = self.volumes.delete_volume(ctxt, volume_id)
@@ -134,6 +144,22 @@ class VolumeManager:
     @rpc.endpoint
     def migrate_volume(self, ctxt, volume_id, pool, max_bandwidth_mbps=None):
         return self.migrator.begin(ctxt, volume_id, pool, max_bandwidth_mbps)
+
+    # Pools.
+
+    @rpc.endpoint
+    def drain_pool(self, ctxt, pool, target_pool, max_parallel=1,
+                   max_bandwidth_mbps=None, dry_run=False):
+        return self.drainer.drain(ctxt, pool, target_pool, max_parallel,
+                                  max_bandwidth_mbps, dry_run)
+
+    @rpc.endpoint
+    def pool_drain_get(self, ctxt, pool):
+        return self.drainer.show(ctxt, pool)
+
+    @rpc.endpoint
+    def pool_drain_cancel(self, ctxt, pool):
+        return self.drainer.cancel(ctxt, pool)
 
     # Attachments.
 

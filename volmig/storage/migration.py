@@ -11,14 +11,22 @@ migration goes forward, or waits for an operator.
 Each step is recorded on the volume first (``migration_dst``,
 ``migration_ids``, ``migration_src_path``), so a volmig-volume that
 restarts resumes or rolls back every migration it had under way.
+
+``[storage] max_concurrent_copies`` caps the migrations under way into
+or out of each pool. One over it is ``queued`` before step 1, so no
+guest waits on an overlay for a slot, and begins in order when a
+migration of its pools ends.
 """
 
 import os
+import threading
 import time
+import typing
 
 import futurist
 from oslo_log import log as logging
 import oslo_messaging as messaging
+from oslo_utils import timeutils
 
 from volmig import client
 from volmig import context as volmig_context
@@ -30,6 +38,9 @@ from volmig.volume import base
 LOG = logging.getLogger(__name__)
 
 MIGRATING = ('starting', 'migrating')
+QUEUED = 'queued'
+# Under way, or waiting for a pool's copy slot.
+UNDER_WAY = MIGRATING + (QUEUED,)
 # The conductor ends every migration, or fails it for an operator (its
 # stall timeout), so waiting for one has no deadline of its own here.
 FOREVER = float('inf')
@@ -54,6 +65,12 @@ class Migrator:
         self._executor = futurist.ThreadPoolExecutor(
             max_workers=conf.storage.migration_workers)
         self._interrupted: list[dict] = []
+        # Set once the migrations a restart cut off have been taken back.
+        self.resumed = False
+        # Called when a migration ends: a slot is free (a drain's too).
+        self.on_end: typing.Callable[[], None] = lambda: None
+        # A pool's count of migrations and the claim it decides are one.
+        self._slots = threading.Lock()
 
     def stop(self) -> None:
         self._executor.shutdown(wait=True)
@@ -64,10 +81,25 @@ class Migrator:
         except KeyError:
             raise exception.PoolNotFound(pool=pool)
 
-    def _claim(self, volume_id: str, pool: str) -> dict:
-        """Mark the volume as migrating, or refuse."""
+    def _pool_full(self, volume: dict, pool: str) -> str | None:
+        """Which of the migration's pools has no copy slot free."""
+        cap = self.conf.storage.max_concurrent_copies
+        if not cap:
+            return None
+        busy = self.volumes.with_migration_under_way(MIGRATING)
+        for name in (volume['pool'], pool):
+            count = sum(1 for other in busy
+                        if other['migration_status'] in MIGRATING
+                        and name in (other['pool'], other['migration_pool']))
+            if count >= cap:
+                return name
+        return None
+
+    def _claim(self, volume_id: str, pool: str,
+               max_bandwidth_mbps: int | None, queue: bool) -> dict:
+        """Mark the volume as migrating (or queued), or refuse."""
         volume = self.volumes.get_volume(None, volume_id)
-        if volume['migration_status'] in MIGRATING:
+        if volume['migration_status'] in UNDER_WAY:
             raise exception.MigrationInProgress(
                 what='volume %s' % volume_id,
                 reason='it is already migrating to pool %s'
@@ -78,37 +110,94 @@ class Migrator:
         if volume['pool'] == pool:
             raise exception.Invalid(reason='volume %s is in pool %s '
                                     'already' % (volume_id, pool))
-        try:
-            return self.volumes.update_volume(
-                volume_id, expected_status=(volume['migration_status'],),
-                migration_status='starting', migration_pool=pool,
-                migration_progress=0, migration_error=None,
-                migration_ids=[], migration_dst=None)
-        except exception.VolumeStatusChanged as exc:
-            raise exception.MigrationInProgress(
-                what='volume %s' % volume_id, reason=exc.message)
+        with self._slots:
+            full = self._pool_full(volume, pool)
+            if full and not queue:
+                raise exception.NoCopySlot(pool=full)
+            try:
+                return self.volumes.update_volume(
+                    volume_id, expected_status=(volume['migration_status'],),
+                    migration_status=QUEUED if full else 'starting',
+                    migration_pool=pool, migration_progress=0,
+                    migration_error=('pool %s has no copy slot free '
+                                     '([storage] max_concurrent_copies)'
+                                     % full if full else None),
+                    migration_queued_at=timeutils.utcnow(),
+                    migration_max_bandwidth_mbps=max_bandwidth_mbps,
+                    migration_ids=[], migration_dst=None,
+                    migration_copy_started_at=None,
+                    migration_copy_ended_at=None)
+            except exception.VolumeStatusChanged as exc:
+                raise exception.MigrationInProgress(
+                    what='volume %s' % volume_id, reason=exc.message)
+
+    def _take_slot(self, volume: dict) -> bool:
+        """Move a queued migration to ``starting`` if its pools allow."""
+        with self._slots:
+            if self._pool_full(volume, volume['migration_pool']):
+                return False
+            try:
+                self.volumes.update_volume(
+                    volume['id'], expected_status=(QUEUED,),
+                    migration_status='starting', migration_error=None)
+            except exception.VolumeStatusChanged:
+                return False
+        return True
+
+    def _ended(self) -> None:
+        self.start_queued()
+        self.on_end()
+
+    def start_queued(self) -> None:
+        """Begin the queued migrations the caps now allow, oldest first."""
+        service = volmig_context.get_service_context()
+        for volume in self.volumes.queued_migrations(QUEUED):
+            if self._take_slot(volume):
+                LOG.info('Volume %s leaves the copy queue', volume['id'])
+                try:
+                    self._start(service, volume['id'],
+                                volume['migration_pool'],
+                                volume['migration_max_bandwidth_mbps'])
+                except Exception:
+                    LOG.exception('Queued migration of volume %s failed '
+                                  'to start', volume['id'])
 
     def begin(self, ctxt, volume_id: str, pool: str,
-              max_bandwidth_mbps: int | None = None) -> dict:
+              max_bandwidth_mbps: int | None = None,
+              queue: bool = True) -> dict:
         """Steps 1 and 2; the rest runs in the background.
 
         Returns the volume once every attachment has started, so a
-        refusal of ``start`` comes back to the caller as it is.
+        refusal of ``start`` comes back to the caller as it is; or at
+        once, ``queued``, when a pool's copy cap holds it back (without
+        ``queue``, that raises NoCopySlot and changes nothing).
         """
+        self.pool_path(pool)
+        volume = self._claim(volume_id, pool, max_bandwidth_mbps, queue)
+        if volume['migration_status'] == QUEUED:
+            LOG.info('Volume %s: migration to pool %s queued: %s',
+                     volume_id, pool, volume['migration_error'])
+            return volume
+        return self._start(volmig_context.get_service_context(), volume_id,
+                           pool, max_bandwidth_mbps)
+
+    def _start(self, service, volume_id: str, pool: str,
+               max_bandwidth_mbps: int | None) -> dict:
         pool_dir = self.pool_path(pool)
-        volume = self._claim(volume_id, pool)
-        service = volmig_context.get_service_context()
+        volume = self.volumes.get_volume(service, volume_id)
         dst = None
         try:
             dst = self.volumes.create_file_volume(
-                ctxt, volume['size_mb'], pool, pool_dir,
+                service, volume['size_mb'], pool, pool_dir,
                 name='migration of %s' % volume_id,
                 multiattach=volume['multiattach'],
                 migration_source=volume_id)
             self.volumes.update_volume(volume_id, migration_dst=dst['id'])
             for attachment in volume['attachments']:
                 if attachment['attach_status'] == base.ATTACH_ATTACHED:
-                    started = self.client.start(service, attachment['id'])
+                    # Queued by a compute cap: _finish waits for it.
+                    started = self.client.start(service, attachment['id'],
+                                                wait=False)
                     volume = self.volumes.add_migration_id(volume_id,
                                                            started['id'])
         except Exception as exc:
@@ -136,6 +225,10 @@ class Migrator:
         volume = self.volumes.get_volume(ctxt, volume_id)
         dst = self.volumes.get_volume(ctxt, volume['migration_dst'])
         try:
+            for migration in self._migrations(ctxt, volume):
+                if migration['status'] == states.QUEUED:
+                    self.client.wait_for(ctxt, migration['id'],
+                                         states.STARTED, timeout=FOREVER)
             if not copied:
                 self._copy(volume, dst, max_bytes_per_second)
             for migration in self._migrations(ctxt, volume):
@@ -159,6 +252,7 @@ class Migrator:
                             for migration in migrations}, 'success')
         self._drop_src(volume_id)
         LOG.info('Volume %s now lives in pool %s', volume_id, dst['pool'])
+        self._executor.submit(self._ended)
 
     def _dst_attachment(self, ctxt, volume, dst, migration) -> dict:
         """dst's attachment for the migration's server, made once."""
@@ -185,12 +279,14 @@ class Migrator:
                         100.0 * done / total, 1) if total else 100.0)
 
         began = time.monotonic()
+        self.volumes.update_volume(volume['id'],
+                                   migration_copy_started_at=timeutils.utcnow())
         src_sum = copy_mod.copy(volume['path'], dst['path'], chunk,
                                 max_bytes_per_second, progress,
                                 self.conf.storage.copy_offload)
         self.volumes.update_volume(
-            volume['id'], migration_copy_seconds=round(
-                time.monotonic() - began, 3))
+            volume['id'], migration_copy_ended_at=timeutils.utcnow(),
+            migration_copy_seconds=round(time.monotonic() - began, 3))
         # src is frozen since start, so dst, read back from the disk, must
         # match the digest src had as it was copied.
         dst_sum = copy_mod.sha256_from_disk(dst['path'], chunk)
@@ -236,7 +332,7 @@ class Migrator:
             if migration['status'] in states.TERMINAL:
                 continue
             try:
-                if migration['status'] == states.STARTED:
+                if migration['status'] in (states.STARTED, states.QUEUED):
                     self.client.cancel(ctxt, migration['src_attachment_id'])
                 self.client.wait_for(ctxt, migration['id'],
                                      {states.CANCELLED, states.ERROR})
@@ -248,6 +344,7 @@ class Migrator:
         self.volumes.update_volume(
             volume_id, migration_status='error', migration_dst=None,
             migration_error=exception.safe_message(reason))
+        self._executor.submit(self._ended)
 
     def _drop_dst(self, dst: dict) -> None:
         self.volumes.purge(dst['id'])
@@ -267,6 +364,7 @@ class Migrator:
         """Once volmig-api answers: resume or roll back what
         ``find_interrupted`` found."""
         if not self._interrupted:
+            self.resumed = True
             return
         ctxt = volmig_context.get_service_context()
         try:
@@ -282,6 +380,7 @@ class Migrator:
             except Exception:
                 LOG.exception('Could not resume the migration of volume %s',
                               volume['id'])
+        self.resumed = True
 
     def _resume(self, ctxt, volume: dict) -> None:
         volume_id = volume['id']
@@ -302,7 +401,8 @@ class Migrator:
             LOG.warning('Volume %s: resuming its migration at complete',
                         volume_id)
             self._executor.submit(self._finish, ctxt, volume_id, 0, True)
-        elif all(m['status'] == states.STARTED for m in migrations):
+        elif all(m['status'] in (states.STARTED, states.QUEUED)
+                 for m in migrations):
             LOG.warning('Volume %s: copying it again from the start',
                         volume_id)
             # The copy skips zeros, so dst must read as zeros again.

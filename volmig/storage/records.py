@@ -56,8 +56,9 @@ def _attachments_of(session, volume_id: str) -> list[dict]:
                                           models.VolumeAttachment.id))]
 
 
-def _present(session, volume) -> dict:
-    attachments = _attachments_of(session, volume.id)
+def _present(session, volume, attachments=None) -> dict:
+    if attachments is None:
+        attachments = _attachments_of(session, volume.id)
     statuses = {a['attach_status'] for a in attachments}
     if base.ATTACH_ATTACHED in statuses:
         status = 'in-use'
@@ -121,6 +122,22 @@ class VolumeRecords(base.VolumeAdapter):
             return [_present(session, volume) for volume in session.scalars(
                 sa.select(models.Volume).order_by(models.Volume.created_at,
                                                   models.Volume.id))]
+
+    def volumes_by_id(self, volume_ids) -> dict[str, dict]:
+        """Those of ``volume_ids`` that exist, in two queries."""
+        ids = list(volume_ids)
+        with _transaction() as session:
+            attachments: dict[str, list] = {}
+            for row in session.scalars(
+                    sa.select(models.VolumeAttachment).where(
+                        models.VolumeAttachment.volume_id.in_(ids)).order_by(
+                            models.VolumeAttachment.created_at,
+                            models.VolumeAttachment.id)):
+                attachments.setdefault(row.volume_id, []).append(_plain(row))
+            return {volume.id: _present(session, volume,
+                                        attachments.get(volume.id, []))
+                    for volume in session.scalars(sa.select(
+                        models.Volume).where(models.Volume.id.in_(ids)))}
 
     def delete_volume(self, ctxt, volume_id):
         with _transaction() as session:
@@ -227,3 +244,48 @@ class VolumeRecords(base.VolumeAdapter):
                 sa.select(models.Volume).where(sa.or_(
                     models.Volume.migration_status.in_(list(statuses)),
                     models.Volume.migration_src_path.is_not(None))))]
+
+    def queued_migrations(self, status: str) -> list[dict]:
+        """Volumes whose migration waits in ``status``, oldest first."""
+        with _transaction() as session:
+            return [_present(session, volume) for volume in session.scalars(
+                sa.select(models.Volume).filter_by(
+                    migration_status=status).order_by(
+                        models.Volume.migration_queued_at,
+                        models.Volume.id))]
+
+    # Pool drains (volmig.storage.drain).
+
+    def drain_create(self, **values) -> dict:
+        with _transaction() as session:
+            drain = models.PoolDrain(**values)
+            session.add(drain)
+            session.flush()
+            return drain.to_dict()
+
+    def drain_latest(self, pool: str) -> dict | None:
+        with _transaction() as session:
+            drain = session.scalars(sa.select(models.PoolDrain).filter_by(
+                pool=pool).order_by(models.PoolDrain.created_at.desc(),
+                                    models.PoolDrain.id).limit(1)).first()
+            return drain.to_dict() if drain else None
+
+    def drains_running(self) -> list[dict]:
+        with _transaction() as session:
+            return [drain.to_dict() for drain in session.scalars(
+                sa.select(models.PoolDrain).filter_by(
+                    status='running').order_by(models.PoolDrain.created_at))]
+
+    def drain_update(self, drain_id: str, expected_status: str,
+                     **values) -> dict:
+        """Update a drain, only while it is in ``expected_status``."""
+        with _transaction() as session:
+            stmt = sa.update(models.PoolDrain).where(
+                models.PoolDrain.id == drain_id,
+                models.PoolDrain.status == expected_status).values(
+                    updated_at=timeutils.utcnow(), **values)
+            if session.execute(stmt).rowcount == 0:
+                drain = session.get(models.PoolDrain, drain_id)
+                raise exception.NoDrainRunning(
+                    pool=drain.pool if drain else drain_id)
+            return session.get(models.PoolDrain, drain_id).to_dict()

@@ -5,12 +5,14 @@ The ``file`` block-storage adapter (``volume.file``) is this client.
 API version history:
 
     1.0 - Initial version.
+    1.1 - drain_pool, pool_drain_get, pool_drain_cancel.
 """
 
 from volmig import rpc
 
 TOPIC = 'volmig-volume'
-RPC_API_VERSION = '1.0'
+RPC_API_VERSION = '1.1'
+DRAIN_VERSION = '1.1'
 
 
 class StorageAPI:
@@ -18,9 +20,9 @@ class StorageAPI:
     def __init__(self):
         self._client = rpc.get_client(TOPIC, RPC_API_VERSION)
 
-    def _call(self, ctxt, method, **kwargs):
-        return self._client.prepare(version='1.0').call(ctxt, method,
-                                                        **kwargs)
+    def _call(self, ctxt, method, version='1.0', **kwargs):
+        return self._client.prepare(version=version).call(ctxt, method,
+                                                          **kwargs)
 
     def create_volume(self, ctxt, size_mb, name=None, multiattach=False,
                       pool=None):
@@ -49,6 +51,25 @@ class StorageAPI:
         """
         return self._call(ctxt, 'migrate_volume', volume_id=volume_id,
                           pool=pool, max_bandwidth_mbps=max_bandwidth_mbps)
+
+    def drain_pool(self, ctxt, pool: str, target_pool: str,
+                   max_parallel: int = 1,
+                   max_bandwidth_mbps: int | None = None,
+                   dry_run: bool = False) -> dict:
+        """Move every volume out of ``pool``; see ``storage.drain``."""
+        return self._call(ctxt, 'drain_pool', version=DRAIN_VERSION,
+                          pool=pool, target_pool=target_pool,
+                          max_parallel=max_parallel,
+                          max_bandwidth_mbps=max_bandwidth_mbps,
+                          dry_run=dry_run)
+
+    def pool_drain_get(self, ctxt, pool: str) -> dict:
+        return self._call(ctxt, 'pool_drain_get', version=DRAIN_VERSION,
+                          pool=pool)
+
+    def pool_drain_cancel(self, ctxt, pool: str) -> dict:
+        return self._call(ctxt, 'pool_drain_cancel', version=DRAIN_VERSION,
+                          pool=pool)
 
     def attachment_create(self, ctxt, volume_id, instance_uuid, mode='rw'):
         return self._call(ctxt, 'attachment_create', volume_id=volume_id,

@@ -68,3 +68,19 @@ class VolumeAdapter(abc.ABC):
         has started. Backends that cannot move data refuse.
         """
         raise exception.MigrationNotSupported(backend=type(self).__name__)
+
+    def drain_pool(self, ctxt, pool: str, target_pool: str,
+                   max_parallel: int = 1,
+                   max_bandwidth_mbps: int | None = None,
+                   dry_run: bool = False) -> dict:
+        """Plan, and unless ``dry_run`` run, the move of every volume
+        out of ``pool``; returns the drain with its progress."""
+        raise exception.MigrationNotSupported(backend=type(self).__name__)
+
+    def pool_drain_get(self, ctxt, pool: str) -> dict:
+        """The pool's latest drain, with its progress."""
+        raise exception.MigrationNotSupported(backend=type(self).__name__)
+
+    def pool_drain_cancel(self, ctxt, pool: str) -> dict:
+        """Begin no more volumes of the pool's running drain."""
+        raise exception.MigrationNotSupported(backend=type(self).__name__)

@@ -5,6 +5,7 @@ import webob.dec
 
 from volmig.api.rest import attachments
 from volmig.api.rest import migrations
+from volmig.api.rest import pools
 from volmig.api.rest import servers
 from volmig.api.rest import services
 from volmig.api.rest import versions
@@ -38,6 +39,10 @@ ROUTES = {
         (PREFIX + '/os-volumes/{volume_id}', {'GET': 'show',
                                               'DELETE': 'delete'}),
         (PREFIX + '/os-volumes/{volume_id}/action', {'POST': 'action'}),
+    ],
+    pools.PoolsController: [
+        (PREFIX + '/os-volume-pools/{pool}', {'GET': 'show'}),
+        (PREFIX + '/os-volume-pools/{pool}/action', {'POST': 'action'}),
     ],
     services.ServicesController: [
         (PREFIX + '/os-services', {'GET': 'index'}),
