@@ -22,8 +22,21 @@ the acknowledged write rate, and the pause as the guest lived it: the
 longest gap between acknowledgements around start and around complete,
 against the median gap, beside the QMP-measured pauses.
 
+Then, on the same disk (issue 13):
+
+* cold caches (dropped as root, else fresh files): ``dd bs=4M
+  oflag=direct`` against volmig's verified copy (src hashed as it is
+  read, dst written O_DIRECT and read back from the disk), on the
+  O_DIRECT path and with the kernel's copy_file_range;
+* the new path against the legacy mirror swap of the same volume under
+  the same NBD write load: total time, guest write latency p50/p99/max;
+* a drain of 20 volumes (a mix of sizes, four attached to running
+  guests) at --max-parallel 1, 2 and 4, against the sum of plain ``dd``
+  copies of the same files.
+
 Targets (issue 3): pause <= 5 ms at start and <= 25 ms at complete; copy
->= 0.9x dd.
+>= 0.9x dd. Issue 13: verified copy <= 1.5x cold dd; the new path's
+total <= 1.0x the mirror, with a lower p99.
 """
 
 # The backend must be chosen before oslo.messaging is imported.
@@ -48,6 +61,7 @@ from volmig import volume  # noqa: E402
 from volmig.compute.drivers.qemu import guest as qemu_guest  # noqa: E402
 from volmig.conductor import rpcapi as conductor_rpcapi  # noqa: E402
 from volmig.conf import CONF  # noqa: E402
+from volmig.storage import copy as verified_copy  # noqa: E402
 
 MIB = 1024 * 1024
 
@@ -71,6 +85,212 @@ def dd_mib_per_second(path: str, pool_dir: str, size_mb: int) -> float:
     return size_mb / elapsed
 
 
+def percentiles(latencies: list[float]) -> str:
+    ordered = sorted(latencies)
+    return 'p50 %.2f ms, p99 %.2f ms, max %.2f ms' % (
+        ordered[len(ordered) // 2], ordered[int(len(ordered) * 0.99)],
+        ordered[-1])
+
+
+def drop_caches() -> bool:
+    """Write back and drop the page cache; False where not allowed."""
+    os.sync()
+    try:
+        with open('/proc/sys/vm/drop_caches', 'w') as caches:
+            caches.write('3\n')
+        return True
+    except OSError:
+        return False
+
+
+def random_file(path: str, size_mb: int) -> None:
+    subprocess.run(['dd', 'if=/dev/urandom', 'of=%s' % path,  # nosec
+                    'bs=4M', 'count=%d' % (size_mb // 4)], check=True,
+                   capture_output=True)
+
+
+def timed(action) -> float:
+    began = time.perf_counter()
+    action()
+    return time.perf_counter() - began
+
+
+def dd_direct(src: str, dst: str) -> None:
+    subprocess.run(['dd', 'if=%s' % src, 'of=%s' % dst, 'bs=4M',  # nosec
+                    'oflag=direct'], check=True, capture_output=True)
+
+
+def copy_and_verify(src: str, dst: str, offload: bool) -> None:
+    """What volmig-volume does: copy, hashing src; verify from disk."""
+    chunk = 4 * MIB
+    # volmig-volume creates dst, sparse, at src's size.
+    with open(dst, 'xb') as handle:
+        handle.truncate(os.path.getsize(src))
+    digest = verified_copy.copy(src, dst, chunk, 0, lambda done, total: None,
+                                offload)
+    if verified_copy.sha256_from_disk(dst, chunk) != digest:
+        raise SystemExit('the verified copy does not verify')
+
+
+def run_cold_copy(size_mb: int, pools: dict) -> None:
+    """dd against the verified copy, each from a cold cache."""
+    src = os.path.join(pools['pool-a'], 'cold-src')
+    random_file(src, size_mb)
+    dst = os.path.join(pools['pool-b'], 'cold-dst')
+    dropped = drop_caches()
+    dd_time = timed(lambda: dd_direct(src, dst))
+    os.unlink(dst)
+    print()
+    print('cold cache (%s), %d MiB of random data:'
+          % ('dropped' if dropped else 'NOT dropped: not root', size_mb))
+    print('  dd bs=4M oflag=direct:                   %6.2f s %5.0f MiB/s'
+          % (dd_time, size_mb / dd_time))
+    for offload, name in ((False, 'O_DIRECT read+hash, write, verify'),
+                          (True, 'copy_file_range, verify from disk')):
+        drop_caches()
+        elapsed = timed(lambda o=offload: copy_and_verify(src, dst, o))
+        os.unlink(dst)
+        print('  verified copy, %s: %6.2f s %5.0f MiB/s -> %.2fx dd '
+              '(target <= 1.5x)' % (name, elapsed, size_mb / elapsed,
+                                    elapsed / dd_time))
+    os.unlink(src)
+
+
+def start_load(server_uuid: str, volume_id: str, size_mb: int):
+    """The steady NBD write load over the whole volume; a second to
+    settle."""
+    writer = guest_io.GuestWriter(
+        guest_io.nbd_socket(os.path.join(CONF.state_path, 'compute'),
+                            server_uuid), volume_id)
+    load = guest_io.WriteLoad(writer, size_mb * MIB)
+    load.start()
+    time.sleep(1)
+    return writer, load
+
+
+def stop_load(writer, load) -> None:
+    time.sleep(0.5)
+    load.stop()
+    writer.close()
+    if load.error:
+        raise SystemExit('a guest write failed: %s' % load.error)
+
+
+def _server(conductor, admin, volume_id: str) -> dict:
+    [server] = conductor.build_instances(
+        admin, 'bench', [{'volume_id': volume_id, 'boot_index': 0}], 1,
+        None)
+    return _wait(lambda: conductor.instance_get(admin, server['uuid']),
+                 lambda s: s['vm_state'] == states.VM_ACTIVE,
+                 'the server to build')
+
+
+def run_against_mirror(size_mb: int, pools: dict) -> None:
+    """The same volume, the same write load: volmig's path, then the
+    legacy mirror swap back to the first pool."""
+    admin = volmig_context.get_admin_context()
+    conductor = conductor_rpcapi.ConductorAPI()
+    volumes = volume.get_adapter()
+    vol = volumes.create_volume(admin, size_mb, pool='pool-a')
+    random_file(vol['path'], size_mb)
+    server = _server(conductor, admin, vol['id'])
+    results = {}
+
+    def under_load(name, migrate, done):
+        writer, load = start_load(server['uuid'], vol['id'], size_mb)
+        began = time.perf_counter()
+        migrate()
+        _wait(lambda: None, lambda _: done(), name, timeout=600, interval=0.05)
+        results[name] = (time.perf_counter() - began,
+                         [w[4] for w in writer.writes if w[3] >= began])
+        stop_load(writer, load)
+
+    def moved():
+        current = volumes.get_volume(admin, vol['id'])
+        if current['migration_status'] == 'error':
+            raise SystemExit('migration failed: %s'
+                             % current['migration_error'])
+        return (current['migration_status'] == 'success'
+                and client.MigrationClient().get(
+                    volmig_context.get_service_context(),
+                    current['migration_ids'][0])['status']
+                == states.COMPLETED)
+
+    under_load('volmig', lambda: volumes.migrate_volume(
+        admin, vol['id'], 'pool-b', 0), moved)
+    new = volumes.create_volume(admin, size_mb, pool='pool-a')
+
+    def swapped():
+        found = conductor.instance_get(admin, server['uuid'])
+        return (found['task_state'] is None and
+                found['block_devices'][0]['volume_id'] == new['id'])
+
+    under_load('mirror', lambda: conductor.swap_volume(
+        admin, server['uuid'], vol['id'], new['id']), swapped)
+    conductor.delete_instance(admin, server['uuid'])
+    print()
+    print('%d MiB volume under a steady NBD write load (64 KiB writes):'
+          % size_mb)
+    for name in ('volmig', 'mirror'):
+        total, latencies = results[name]
+        print('  %-6s total %6.2f s, %5d writes, latency %s'
+              % (name, total, len(latencies), percentiles(latencies)))
+    print('  volmig / mirror total: %.2fx (target <= 1.0x)'
+          % (results['volmig'][0] / results['mirror'][0]))
+
+
+DRAIN_SIZES_MB = (16, 32, 48, 64, 96, 128, 16, 32, 48, 64,
+                  16, 32, 48, 64, 96, 16, 32, 48, 64, 32)
+ATTACHED = 4
+
+
+def run_drain(pools: dict) -> None:
+    """20 volumes drained back and forth at several --max-parallel."""
+    admin = volmig_context.get_admin_context()
+    conductor = conductor_rpcapi.ConductorAPI()
+    volumes = volume.get_adapter()
+    created = []
+    for size in DRAIN_SIZES_MB:
+        vol = volumes.create_volume(admin, size, pool='pool-a')
+        random_file(vol['path'], size)
+        created.append(vol)
+    servers = [_server(conductor, admin, vol['id'])
+               for vol in created[:ATTACHED]]
+    # The drain moves what else the pool holds too (the mirror run's
+    # volumes): the dd baseline copies the same set.
+    created = [vol for vol in volumes.list_volumes(admin)
+               if vol['pool'] == 'pool-a']
+    total_mb = sum(vol['size_mb'] for vol in created)
+    drop_caches()
+    dd_sum = 0.0
+    for vol in created:
+        dst = os.path.join(pools['pool-b'], 'dd-%s' % vol['id'])
+        dd_sum += timed(lambda v=vol, d=dst: dd_direct(v['path'], d))
+        os.unlink(dst)
+    print()
+    print('drain of %d volumes (%d MiB, %d attached to running guests):'
+          % (len(created), total_mb, ATTACHED))
+    print('  sum of dd bs=4M oflag=direct copies: %6.2f s' % dd_sum)
+    source, target = 'pool-a', 'pool-b'
+    for parallel in (1, 2, 4):
+        drop_caches()
+        began = time.perf_counter()
+        volumes.drain_pool(admin, source, target, max_parallel=parallel)
+        drain = _wait(lambda s=source: volumes.pool_drain_get(admin, s),
+                      lambda d: d['status'] != 'running', 'the drain',
+                      timeout=1800, interval=0.2)
+        elapsed = time.perf_counter() - began
+        if drain['progress']['volumes_done'] != len(drain['volumes']):
+            raise SystemExit('the drain left volumes behind: %s'
+                             % drain['volumes'])
+        print('  --max-parallel %d: %6.2f s -> %.2fx the dd sum '
+              '(%d volumes)' % (parallel, elapsed, elapsed / dd_sum,
+                                len(drain['volumes'])))
+        source, target = target, source
+    for server in servers:
+        conductor.delete_instance(admin, server['uuid'])
+
+
 def run(size_mb: int, compute_pid: int, pools: dict) -> None:
     admin = volmig_context.get_admin_context()
     conductor = conductor_rpcapi.ConductorAPI()
@@ -82,23 +302,12 @@ def run(size_mb: int, compute_pid: int, pools: dict) -> None:
                    check=True, capture_output=True)
     with open(vol['path'], 'rb') as handle:
         initial = handle.read()
-    [server] = conductor.build_instances(
-        admin, 'bench', [{'volume_id': vol['id'], 'boot_index': 0}], 1,
-        None)
-    while conductor.instance_get(admin, server['uuid'])['vm_state'] \
-            != states.VM_ACTIVE:
-        time.sleep(0.05)
+    server = _server(conductor, admin, vol['id'])
     idle_rss = rss_mib(compute_pid)
 
     dd_rate = dd_mib_per_second(vol['path'], pools['pool-b'], size_mb)
 
-    writer = guest_io.GuestWriter(
-        guest_io.nbd_socket(os.path.join(CONF.state_path, 'compute'),
-                            server['uuid']), vol['id'])
-    load = guest_io.WriteLoad(writer, size_mb * MIB)
-    load.start()
-    time.sleep(1)
-
+    writer, load = start_load(server['uuid'], vol['id'], size_mb)
     began = time.perf_counter()
     volumes.migrate_volume(admin, vol['id'], 'pool-b', 0)
     while True:
@@ -112,11 +321,7 @@ def run(size_mb: int, compute_pid: int, pools: dict) -> None:
         volmig_context.get_service_context(), current['migration_ids'][0],
         states.COMPLETED)
     total = time.perf_counter() - began
-    time.sleep(0.5)
-    load.stop()
-    writer.close()
-    if load.error:
-        raise SystemExit('a guest write failed: %s' % load.error)
+    stop_load(writer, load)
 
     with open(current['path'], 'rb') as handle:
         actual = handle.read()
@@ -124,11 +329,10 @@ def run(size_mb: int, compute_pid: int, pools: dict) -> None:
              == hashlib.sha256(actual).digest())
     pauses = migrated['pauses_ms'] or {}
     copy_rate = size_mb / current['migration_copy_seconds']
-    latencies = sorted(w[4] for w in writer.writes)
+    latencies = [w[4] for w in writer.writes]
     print('volume %d MiB, %d guest writes of 64 KiB during the run'
           % (size_mb, len(writer.writes)))
-    print('guest write latency: p50 %.2f ms, max %.2f ms'
-          % (latencies[len(latencies) // 2], latencies[-1]))
+    print('guest write latency: %s' % percentiles(latencies))
     print('pause at start    (blockdev-snapshot): %.2f ms  (target <= 5)'
           % pauses.get('start', float('nan')))
     print('pause at complete (blockdev-reopen):   %.2f ms'
@@ -236,13 +440,22 @@ def main() -> None:
     parser.add_argument('--size-mb', type=int, default=1024)
     parser.add_argument('--guest-size-mb', type=int, default=256,
                         help='The real guest\'s data volume.')
+    parser.add_argument('--cold-size-mb', type=int, default=2048,
+                        help='The cold-cache copy\'s file.')
+    parser.add_argument('--only', choices=('issue3', 'issue13'),
+                        help='Run only one issue\'s figures.')
     args = parser.parse_args()
 
     with cluster.qemu_cluster(
             {('DEFAULT', 'report_interval'): 2}) as (services, pools):
-        run(args.size_mb, services.processes['compute-1'].process.pid,
-            pools)
-        run_real_guest(args.guest_size_mb)
+        if args.only != 'issue13':
+            run(args.size_mb, services.processes['compute-1'].process.pid,
+                pools)
+            run_real_guest(args.guest_size_mb)
+        if args.only != 'issue3':
+            run_cold_copy(args.cold_size_mb, pools)
+            run_against_mirror(args.size_mb, pools)
+            run_drain(pools)
 
 if __name__ == '__main__':
     main()
