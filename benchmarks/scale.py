@@ -49,22 +49,40 @@ POSTGRESQL = 'postgresql+psycopg2://postgres@127.0.0.1:5432/postgres'
 PROGRESS = 'migration_report_progress'
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds every core of the machine has spent busy so far."""
+    with open('/proc/stat') as stat:
+        fields = [int(value) for value in stat.readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    return (sum(fields[:8]) - idle) / os.sysconf('SC_CLK_TCK')
+
+
 def cpu_seconds(pid: int) -> float:
     with open('/proc/%d/stat' % pid) as stat:
         fields = stat.read().rsplit(')', 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
-def progress_reports(port: int) -> float:
-    """Progress reports the conductor has received, from its metrics."""
-    text = requests.get('http://127.0.0.1:%d/metrics' % port,
-                        timeout=30).text
-    for family in prom_parser.text_string_to_metric_families(text):
-        for sample in family.samples:
-            if (sample.name == 'volmig_rpc_requests_total'
-                    and sample.labels.get('method') == PROGRESS):
-                return sample.value
-    return 0.0
+def requests_served(ports: list[int]) -> dict[str, float]:
+    """RPC requests served so far by method, summed over the processes
+    whose metrics are on ``ports``."""
+    served: dict[str, float] = {}
+    for port in ports:
+        text = requests.get('http://127.0.0.1:%d/metrics' % port,
+                            timeout=30).text
+        for family in prom_parser.text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == 'volmig_rpc_requests_total':
+                    method = sample.labels['method']
+                    served[method] = served.get(method, 0) + sample.value
+    return served
+
+
+def served_since(before: dict, ports: list[int]) -> dict[str, float]:
+    after = requests_served(ports)
+    return {method: count - before.get(method, 0)
+            for method, count in after.items()
+            if count > before.get(method, 0)}
 
 
 def wait_for_agents(hosts: list[str], timeout: float = 120) -> None:
@@ -84,13 +102,16 @@ def wait_for_agents(hosts: list[str], timeout: float = 120) -> None:
 
 
 def start_agents(services, hosts, per_process, job_seconds, tmp):
-    """Agent pools; returns once every agent's RPC server consumes."""
-    config = cluster.write_config(
-        os.path.join(tmp, 'agents-%s.conf' % job_seconds),
-        {('fake_driver', 'job_seconds'): job_seconds})
-    pools = []
+    """Agent pools; returns them, with their metrics ports, once every
+    agent's RPC server consumes."""
+    pools, ports = [], []
     for first in range(0, len(hosts), per_process):
         group = hosts[first:first + per_process]
+        ports.append(integration_base.free_port())
+        config = cluster.write_config(
+            os.path.join(tmp, 'agents-%s-%d.conf' % (job_seconds, first)),
+            {('fake_driver', 'job_seconds'): job_seconds,
+             ('metrics', 'port'): ports[-1]})
         pools.append((group, services.useFixture(cluster.ServiceProcess(
             'agent-pool', [services.config_file, config], tmp,
             'agents-%s-%d' % (job_seconds, first), command=[
@@ -111,7 +132,7 @@ def start_agents(services, hosts, per_process, job_seconds, tmp):
             if time.monotonic() > deadline:
                 raise RuntimeError('agents %s did not start' % group)
             time.sleep(0.2)
-    return [pool for _, pool in pools]
+    return [pool for _, pool in pools], ports
 
 
 def servers(count: int, workers: int) -> list[dict]:
@@ -228,7 +249,8 @@ def main() -> None:
             db_api.configure(db_url)
             schema.upgrade()
             rpc.init()
-            metrics_port = integration_base.free_port()
+            conductor_port, api_port = (integration_base.free_port(),
+                                        integration_base.free_port())
             hosts = ['compute-%d' % n for n in range(1, args.agents + 1)]
             services = cluster.Cluster(
                 tmp.path, vhost.url, db_url, [], options={
@@ -236,20 +258,26 @@ def main() -> None:
                     ('DEFAULT', 'service_down_time'): 60,
                     ('DEFAULT', 'rpc_response_timeout'): 120,
                     ('compute', 'job_poll_interval'): 0.1},
-                process_options={'conductor': {
-                    ('metrics', 'port'): metrics_port}})
+                process_options={
+                    'conductor': {('metrics', 'port'): conductor_port},
+                    'api': {('metrics', 'port'): api_port}})
             with services:
                 # Control plane alone: jobs end at once.
-                agents = start_agents(services, hosts,
-                                      args.agents_per_process, 0, tmp.path)
+                agents, agent_ports = start_agents(
+                    services, hosts, args.agents_per_process, 0, tmp.path)
                 wait_for_agents(hosts)
                 built = servers(args.migrations, args.concurrency)
                 pairs = destinations(built, args.concurrency)
                 bare = bare_rate(args.migrations, args.concurrency)
                 conductor = services.processes['conductor'].process.pid
+                ports = [conductor_port, api_port] + agent_ports
+                served_before = requests_served(ports)
                 cpu_before = cpu_seconds(conductor)
+                busy_before = machine_busy_seconds()
                 seconds = migrate_all(pairs, args.concurrency)
                 cpu = cpu_seconds(conductor) - cpu_before
+                busy = machine_busy_seconds() - busy_before
+                served = served_since(served_before, ports)
                 # Then each commit job copies for a while, as QEMU's do.
                 for agent in agents:
                     agent.stop()
@@ -259,9 +287,10 @@ def main() -> None:
                 pairs = destinations(servers(args.migrations,
                                              args.concurrency),
                                      args.concurrency)
-                reports_before = progress_reports(metrics_port)
+                reports_before = requests_served([conductor_port])
                 copying = migrate_all(pairs, args.concurrency)
-                reports = progress_reports(metrics_port) - reports_before
+                reports = served_since(reports_before, [conductor_port]).get(
+                    PROGRESS, 0)
             rpc.cleanup()
         finally:
             drop()
@@ -276,8 +305,21 @@ def main() -> None:
     print('migrations start->completed: %6.2f /s (%d in %.1f s)'
           % (rate, args.migrations, seconds))
     print('migrations / bare calls: %.3f (target >= 0.25)' % (rate / bare))
-    print('conductor CPU: %.1f s, %.0f%% of one core'
-          % (cpu, 100 * cpu / seconds))
+    print('conductor CPU: %.1f s, %.0f%% of one core, %.0f ms per migration'
+          % (cpu, 100 * cpu / seconds, 1000 * cpu / args.migrations))
+    print('machine CPU: %.0f ms per migration, %.1f of %d cores busy'
+          % (1000 * busy / args.migrations, busy / seconds,
+             os.cpu_count() or 0))
+    # Requests the services answered, heartbeats and periodic tasks
+    # included; each is at least a round trip through the broker.
+    per_migration = sum(served.values()) / args.migrations
+    print('RPC requests served per migration: %.1f (%s)' % (
+        per_migration, ', '.join(
+            '%s %.2f' % (method, count / args.migrations)
+            for method, count in sorted(served.items(),
+                                        key=lambda item: -item[1]))))
+    print('if a migration cost only its messages, each as much as a bare '
+          'call: at most %.3f' % (1 / per_migration))
     print('with %.1f s commit jobs: %d migrations in %.1f s, %.1f progress '
           'reports per migration' % (args.job_seconds, args.migrations,
                                      copying, reports / args.migrations))
