@@ -3,6 +3,8 @@ copy, and a flipped byte found from the disk."""
 
 import hashlib
 import os
+import subprocess  # nosec B404
+import threading
 
 import fixtures
 from oslotest import base
@@ -53,6 +55,20 @@ class VerifiedCopyTest(base.BaseTestCase):
         self.assertEqual(digest, copy.sha256_from_disk(self.dst, MIB))
         self.assertEqual(16 * MIB, seen[-1])
         self.assertEqual(sorted(seen), seen)
+
+    def test_the_copy_is_idle_class_io_and_restores_the_class(self):
+        def io_class():
+            return subprocess.run(  # nosec B603 B607
+                ['ionice', '-p', str(threading.get_native_id())],
+                check=True, capture_output=True, text=True).stdout.strip()
+
+        before = io_class()
+        seen = set()
+        copy.copy(self.src, self.dst, MIB, offload=self.offload,
+                  progress=lambda done, total: seen.add(io_class()))
+        self.assertEqual({'idle'}, seen)
+        self.assertEqual(before, io_class())
+        self.assertNotEqual('idle', before)
 
     def test_holes_stay_holes(self):
         copy.copy(self.src, self.dst, MIB, offload=self.offload)

@@ -18,7 +18,10 @@ storage_opts = [
                     'it to <file>.imported.'),
     cfg.IntOpt('copy_chunk_kb', default=4096, min=64,
                help='Size of each read and write of a migration copy. '
-                    'Chunks of zeros are skipped, so dst stays sparse.'),
+                    'Chunks of zeros are skipped, so dst stays sparse. '
+                    'A guest\'s write to the same disk may wait behind a '
+                    'chunk: smaller chunks lower its latency during a '
+                    'copy and slow the copy.'),
     cfg.BoolOpt('copy_offload', default=True,
                 help='When src and dst share a file system, let the '
                      'kernel copy: a reflink where the file system offers '

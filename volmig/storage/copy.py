@@ -7,17 +7,27 @@ the page cache; where O_DIRECT is refused (tmpfs), dst is written and
 fdatasync'd, then its cached pages are dropped before the check. When
 src and dst share a file system the kernel copies (a reflink, or
 ``copy_file_range``), and src is read once, for its digest.
+
+All of it is background I/O: the disk serves the guests' requests first
+(the idle I/O class), and at most two chunks of dst are being written
+back at a time, so a guest's write never waits behind a volume's worth
+of dirty pages.
 """
 
 import collections
 from collections.abc import Callable
 from concurrent import futures
+import contextlib
+import ctypes
 import errno
 import fcntl
 import hashlib
 import mmap
 import os
+import threading
 import time
+
+import psutil
 
 # Linux's FICLONE ioctl: dst shares src's blocks (btrfs, XFS).
 FICLONE = 0x40049409
@@ -27,6 +37,12 @@ ALIGN = 4096
 READ_AHEAD = 2
 
 Progress = Callable[[int, int], None]
+
+# sync_file_range(2) flags; Python's os module does not wrap the call.
+_WAIT_BEFORE, _WRITE, _WAIT_AFTER = 1, 2, 4
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.sync_file_range.argtypes = (ctypes.c_int, ctypes.c_int64,
+                                  ctypes.c_int64, ctypes.c_uint)
 
 
 def data_extents(fd: int, size: int):
@@ -142,7 +158,8 @@ def _walk(fd: int, size: int, chunk: int, digest, zeros, visit,
             raise OSError(errno.EIO, 'short read at %d' % offset)
         return view
 
-    with futures.ThreadPoolExecutor(max_workers=READ_AHEAD) as readers:
+    with futures.ThreadPoolExecutor(max_workers=READ_AHEAD,
+                                    initializer=_idle_io) as readers:
         pending: collections.deque = collections.deque()
         segments = _segments(fd, size, chunk)
         turn = 0
@@ -174,6 +191,58 @@ def _walk(fd: int, size: int, chunk: int, digest, zeros, visit,
             throttle(offset + length)
 
 
+def _idle_io() -> None:
+    """This thread's I/O in the idle class, which the disk serves after
+    every other request (mq-deadline and BFQ age it: it is not
+    starved)."""
+    psutil.Process(threading.get_native_id()).ionice(
+        psutil.IOPRIO_CLASS_IDLE)
+
+
+@contextlib.contextmanager
+def _background_io():
+    """The calling thread's I/O, and its readers', in the idle class."""
+    thread = psutil.Process(threading.get_native_id())
+    before = thread.ionice()
+    _idle_io()
+    try:
+        yield
+    finally:
+        thread.ionice(before.ioclass, before.value)
+
+
+def _sync_range(fd: int, offset: int, length: int, flags: int) -> None:
+    if _libc.sync_file_range(fd, offset, length, flags) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+class _WriteBehind:
+    """Each chunk written starts going to the disk at once, and the copy
+    waits for the one before it: at most two chunks are in flight, so
+    the guests' writes on this disk do not queue behind a volume's
+    dirty pages."""
+
+    def __init__(self, fd: int):
+        self._fd = fd
+        self._flying: tuple[int, int] | None = None
+
+    def written(self, offset: int, length: int) -> None:
+        _sync_range(self._fd, offset, length, _WRITE)
+        self.drain()
+        self._flying = offset, length
+
+    def drain(self) -> None:
+        if self._flying:
+            offset, length = self._flying
+            _sync_range(self._fd, offset, length,
+                        _WAIT_BEFORE | _WRITE | _WAIT_AFTER)
+            # Clean now: dropped rather than crowd the guests' cache.
+            os.posix_fadvise(self._fd, offset, length,
+                             os.POSIX_FADV_DONTNEED)
+            self._flying = None
+
+
 def _same_file_system(src_path: str, dst_path: str) -> bool:
     return os.stat(src_path).st_dev == os.stat(dst_path).st_dev
 
@@ -187,6 +256,7 @@ def _kernel_copy(src_fd: int, dst_fd: int, size: int, chunk: int,
         return
     except OSError:
         pass
+    behind = _WriteBehind(dst_fd)
     for start, length in data_extents(src_fd, size):
         offset, end = start, start + length
         while offset < end:
@@ -196,16 +266,15 @@ def _kernel_copy(src_fd: int, dst_fd: int, size: int, chunk: int,
             if copied == 0:
                 raise OSError(errno.EIO, 'copy_file_range stopped at %d'
                               % offset)
-            # Start writing this chunk back now: a whole volume's dirty
-            # pages flushed at once stall the guests' I/O on this disk.
-            os.posix_fadvise(dst_fd, offset, copied,
-                             os.POSIX_FADV_DONTNEED)
+            behind.written(offset, copied)
             offset += copied
             if progress:
                 progress(offset, size)
             throttle(offset)
+    behind.drain()
 
 
+@_background_io()
 def copy(src_path: str, dst_path: str, chunk_size: int,
          max_bytes_per_second: int = 0,
          progress: Progress | None = None, offload: bool = True) -> str:
@@ -248,6 +317,7 @@ def copy(src_path: str, dst_path: str, chunk_size: int,
     return digest.hexdigest()
 
 
+@_background_io()
 def sha256_from_disk(path: str, chunk_size: int) -> str:
     """The file's sha256, read with O_DIRECT (or after its cached pages
     are dropped), holes hashed as zeros."""
