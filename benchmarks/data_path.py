@@ -122,7 +122,7 @@ def dd_direct(src: str, dst: str) -> None:
 
 def copy_and_verify(src: str, dst: str, offload: bool) -> None:
     """What volmig-volume does: copy, hashing src; verify from disk."""
-    chunk = 4 * MIB
+    chunk = CONF.storage.copy_chunk_kb * 1024
     # volmig-volume creates dst, sparse, at src's size.
     with open(dst, 'xb') as handle:
         handle.truncate(os.path.getsize(src))
