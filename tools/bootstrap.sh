@@ -11,6 +11,9 @@ command -v qemu-system-x86_64 >/dev/null 2>&1 || need_apt+=(qemu-system-x86)
 command -v qemu-img >/dev/null 2>&1 || need_apt+=(qemu-utils)
 command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+# Cinder's NFS driver runs mount.nfs when it sets up its shares.
+command -v mount.nfs >/dev/null 2>&1 || need_apt+=(nfs-common)
+command -v pg_ctlcluster >/dev/null 2>&1 || need_apt+=(postgresql)
 python3 -m venv --help >/dev/null 2>&1 || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
@@ -30,6 +33,33 @@ if ! rabbitmqctl -q status >/dev/null 2>&1; then
     rabbitmq-server -detached
 fi
 rabbitmqctl -q await_startup --timeout 120
+
+# PostgreSQL: the integration tests' database, and Cinder's.
+if ! pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; then
+    echo "Starting PostgreSQL"
+    for version in $(ls /etc/postgresql); do
+        pg_ctlcluster --skip-systemctl-redirect "$version" main start
+    done
+fi
+for _ in $(seq 30); do
+    pg_isready -h 127.0.0.1 -p 5432 -q && break
+    sleep 1
+done
+pg_isready -h 127.0.0.1 -p 5432
+
+# Real Cinder and Keystone for the tests that volmig serves them, each in
+# a venv of its own: their pins are not volmig's.
+if [ ! -x .venv-cinder/bin/cinder-api ]; then
+    python3 -m venv .venv-cinder
+    .venv-cinder/bin/pip install -q cinder==29.0.0 psycopg2-binary
+fi
+if [ ! -x .venv-keystone/bin/gunicorn ]; then
+    python3 -m venv .venv-keystone
+    .venv-keystone/bin/pip install -q keystone==30.0.0 gunicorn \
+        psycopg2-binary
+fi
 # volmig-guest, the Linux guest of the demo and the tests.
 tools/build-guest-image.sh
-echo "volmig is installed in .venv; RabbitMQ is running; volmig-guest is in build/guest-image."
+echo "volmig is installed in .venv, Cinder in .venv-cinder, Keystone in"
+echo ".venv-keystone; RabbitMQ and PostgreSQL are running; volmig-guest is"
+echo "in build/guest-image."

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The test suite, in the stages a deployment's databases call for, each
+# stage timed:
+#   - unit and functional tests on SQLite, then on PostgreSQL: they hold
+#     the database code, so both dialects are proven;
+#   - integration tests (separate processes, RabbitMQ, QEMU, Cinder,
+#     Keystone) once, on PostgreSQL, as multi-host deployments run; the
+#     embedded default keeps its SQLite in its own state directory, so its
+#     tests there still run on SQLite;
+#   - the RabbitMQ restart alone: it breaks every connection of every test
+#     running at that moment.
+# Needs what tools/bootstrap.sh installs, and PostgreSQL on 127.0.0.1:5432
+# with trust auth (VOLMIG_TEST_DB_URL names another server).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PG_URL=${VOLMIG_TEST_DB_URL:-postgresql+psycopg2://postgres@127.0.0.1:5432/postgres}
+failed=0
+timings=()
+
+summary() {
+    # One plain closing line per stage: "<stage>: N passed, N failed".
+    .venv/bin/stestr last 2>/dev/null | awk -v stage="$1" \
+        '/ - Passed:/ {p=$3} / - Failed:/ {f=$3}
+         END {printf "%s: %d passed, %d failed\n", stage, p, f}'
+}
+
+stage() {
+    local name=$1; shift
+    local began=$SECONDS
+    echo "=== stage $name"
+    if ! "$@"; then
+        failed=1
+    fi
+    summary "$name"
+    timings+=("$(printf '%-28s %5d s' "$name" $((SECONDS - began)))")
+}
+
+stage unit-functional-sqlite \
+    .venv/bin/stestr run 'tests\.(unit|functional)\.'
+stage unit-functional-postgresql \
+    env VOLMIG_TEST_DB_URL="$PG_URL" \
+    .venv/bin/stestr run 'tests\.(unit|functional)\.'
+stage integration-postgresql \
+    env VOLMIG_TEST_DB_URL="$PG_URL" \
+    .venv/bin/stestr run 'tests\.integration\.'
+stage broker-restart \
+    env VOLMIG_TEST_DB_URL="$PG_URL" VOLMIG_TEST_BROKER_RESTART=1 \
+    .venv/bin/stestr run --concurrency 1 tests.integration.test_broker_restart
+
+echo "=== stage times"
+printf '%s\n' "${timings[@]}"
+exit $failed
