@@ -93,6 +93,15 @@ class MultiattachSwapNotSupported(Invalid):
                'between servers. Migrate the volume instead.')
 
 
+class VolumeProtocolNotSupported(Invalid):
+    msg_fmt = ('Volumes connected over %(protocol)r cannot be opened on '
+               'this host; volmig connects %(supported)s.')
+
+
+class BlockStorageRefused(Invalid):
+    msg_fmt = 'The block-storage service refused to %(action)s: %(reason)s'
+
+
 class Forbidden(VolmigException):
     msg_fmt = 'Policy does not allow %(action)s.'
     code = 403
@@ -139,6 +148,10 @@ class DrainNotFound(NotFound):
 class Conflict(VolmigException):
     msg_fmt = 'The request conflicts with the current state: %(reason)s'
     code = 409
+
+
+class BlockStorageConflict(Conflict):
+    msg_fmt = 'The block-storage service refused to %(action)s: %(reason)s'
 
 
 class NoCopySlot(Conflict):
@@ -213,6 +226,11 @@ class NoValidHost(Conflict):
 class ComputeUnavailable(VolmigException):
     msg_fmt = ('The compute agent on host %(host)s did not answer '
                '%(action)s.')
+    code = 503
+
+
+class BlockStorageUnavailable(VolmigException):
+    msg_fmt = ('The block-storage service did not %(action)s: %(reason)s')
     code = 503
 
 

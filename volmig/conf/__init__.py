@@ -7,6 +7,7 @@ Nothing registers at import; ``register_opts`` is called by
 from oslo_config import cfg
 
 from volmig.conf import api
+from volmig.conf import cinder
 from volmig.conf import compute
 from volmig.conf import conductor
 from volmig.conf import database
@@ -20,7 +21,7 @@ from volmig.conf import volume
 
 CONF = cfg.CONF
 
-MODULES = (default, api, compute, conductor, database, fake_driver, metrics,
+MODULES = (default, api, cinder, compute, conductor, database, fake_driver, metrics,
            qemu, storage, upgrade_levels, volume)
 
 

@@ -42,6 +42,15 @@ compute_opts = [
                help='Seconds between checks that every server\'s power '
                     'state on record is the guest\'s; a guest that '
                     'powered off or died is recorded as shut off.'),
+    cfg.StrOpt('my_ip', sample_default='<the host\'s IPv4 address>',
+               help='The address block storage exports volumes to for '
+                    'this host, sent in its os-brick connector.'),
+    cfg.StrOpt('nfs_mount_point_base',
+               sample_default='<[DEFAULT] state_path>/mnt',
+               help='Where os-brick mounts NFS shares of Cinder volumes, '
+                    'each at <base>/<md5 of the share>, as Cinder\'s NFS '
+                    'driver and Nova do. A share already mounted there is '
+                    'used as it is.'),
     cfg.BoolOpt('stop_guests_on_exit', default=False,
                 help='Shut the guests off when the agent stops. Off for a '
                      'real agent, whose guests outlive it; on for the '
@@ -56,6 +65,11 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
 
 def list_opts():
     return [(compute_group, compute_opts)]
+
+
+def nfs_mount_point_base(conf) -> str:
+    return conf.compute.nfs_mount_point_base or os.path.join(
+        conf.state_path, 'mnt')
 
 
 def state_path(conf) -> str:

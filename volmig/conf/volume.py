@@ -6,6 +6,7 @@ volume_opts = [
     cfg.StrOpt('backend', default='fake',
                help='Block-storage adapter, a volmig.volume.backends entry '
                     'point: "file" is volmig-volume, reached over RPC; '
+                    '"cinder" is Cinder\'s REST API (see [cinder]); '
                     '"fake" keeps volumes as records in the database, '
                     'without data.'),
 ]

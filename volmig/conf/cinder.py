@@ -1,0 +1,37 @@
+"""``[cinder]``: how volmig reaches Cinder when ``[volume] backend`` is
+``cinder``.
+
+keystoneauth1's own options, as Nova's ``[cinder]`` has them: an auth
+plugin (``password``, ``v3applicationcredential``, ... or ``none`` /
+``admin_token`` with ``endpoint_override``), the session's TLS and
+timeouts, and where to find the endpoint in the catalog.
+"""
+
+from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
+
+GROUP = 'cinder'
+cinder_group = cfg.OptGroup(GROUP, title='Cinder, as block storage')
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(cinder_group)
+    ks_loading.register_session_conf_options(conf, GROUP)
+    ks_loading.register_auth_conf_options(conf, GROUP)
+    ks_loading.register_adapter_conf_options(conf, GROUP,
+                                             include_deprecated=False)
+    conf.set_default('service_type', 'volumev3', group=GROUP)
+
+
+def list_opts():
+    opts = (ks_loading.get_session_conf_options()
+            + ks_loading.get_auth_common_conf_options()
+            + ks_loading.get_auth_plugin_conf_options('password')
+            + ks_loading.get_adapter_conf_options(include_deprecated=False))
+    return [(cinder_group, _unique(opts))]
+
+
+def _unique(opts):
+    seen: dict = {}
+    for opt in opts:
+        seen.setdefault(opt.dest, opt)
+    return list(seen.values())
