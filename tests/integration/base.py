@@ -56,7 +56,7 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
             self.conf_fixture.conf(group=None if group == 'DEFAULT'
                                    else group, **{name: value})
         self.hosts = ['compute-%d' % n for n in range(1, self.COMPUTES + 1)]
-        api_port = free_port()
+        api_port = self.api_port()
         self.endpoint = 'http://127.0.0.1:%d/v2.1' % api_port
         options = {
             ('api', 'listen'): '127.0.0.1',
@@ -79,6 +79,10 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
         self.processes = self.cluster.processes
         self.setup_clients(rpc_timeout=30)
         self.cluster.wait_until_registered()
+
+    def api_port(self) -> int:
+        """Where volmig-api listens."""
+        return free_port()
 
     def broker(self):
         """Where the services meet: a fixture with ``url`` and ``name``."""

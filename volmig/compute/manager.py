@@ -22,6 +22,7 @@ from volmig.compute import drivers
 from volmig.compute import jobs
 from volmig.compute import migrations
 from volmig.compute import rpcapi
+from volmig.compute import volumes
 from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
 
@@ -57,6 +58,7 @@ class ComputeManager:
         self._reconciled = False
         self._began = time.monotonic()
         self._swaps_to_recover: list[dict] = []
+        self._connector: dict = {}
 
     # Service plumbing.
 
@@ -66,7 +68,9 @@ class ComputeManager:
         return version, dict(
             self.driver.capabilities,
             max_concurrent_volume_migrations=(
-                CONF.compute.max_concurrent_volume_migrations))
+                CONF.compute.max_concurrent_volume_migrations),
+            # Block storage exports volumes to this host by it.
+            connector=self._connector)
 
     def periodic_tasks(self):
         return [(CONF.report_interval, self.reconcile_after_restart),
@@ -76,6 +80,7 @@ class ComputeManager:
     def init_host(self) -> None:
         self.driver.power_listener = self._guest_powered_off
         self.driver.init_host(self.host)
+        self._connector = volumes.VolumeConnector(CONF).properties(self.host)
         # Before serving: later swaps are this process's own.
         self._swaps_to_recover = self.driver.swaps_to_recover()
 

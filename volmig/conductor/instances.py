@@ -95,7 +95,7 @@ class InstanceConductor:
         try:
             attachment = self.volume_api.attachment_update(
                 ctxt, attachment['id'],
-                {'host': instance['host'], 'mode': attach_mode})
+                services.connector(ctxt, instance['host'], attach_mode))
         except Exception:
             self.volume_api.attachment_delete(ctxt, attachment['id'])
             raise

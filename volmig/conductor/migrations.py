@@ -16,6 +16,7 @@ from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import queue
 from volmig.conductor import rules
+from volmig.conductor import services
 from volmig.conf import CONF
 from volmig.db import api as db
 
@@ -55,10 +56,6 @@ def volume_lock(volume_id: str):
     attach checks for migrations and records its attachment, so that
     neither misses the other in this conductor."""
     return lockutils.lock('volume-migration-%s' % volume_id)
-
-
-def _connector(host: str, attach_mode: str) -> dict:
-    return {'host': host, 'mode': attach_mode}
 
 
 class MigrationConductor:
@@ -201,7 +198,7 @@ class MigrationConductor:
             self.volume_api.get_volume(ctxt, dst['volume_id']))
         dst = self.volume_api.attachment_update(
             ctxt, dst_attachment_id,
-            _connector(migration['host'], bdm['attach_mode']))
+            services.connector(ctxt, migration['host'], bdm['attach_mode']))
         migration = db.migration_update(
             ctxt, migration['id'], {'status': states.COMPLETING,
                                     'dst_attachment_id': dst_attachment_id},

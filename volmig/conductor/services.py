@@ -40,3 +40,18 @@ def delete(ctxt, binary: str, host: str) -> None:
             raise exception.ServiceInUse(binary=binary, host=host,
                                          count=len(servers))
     db.service_delete(ctxt, binary, host)
+
+
+def connector(ctxt, host: str, attach_mode: str) -> dict:
+    """What block storage is told of the host a volume is connected to.
+
+    The agent announces its os-brick connector (address, initiators) in
+    its service record; an agent older than that is known by name only,
+    which is all volmig-volume needs.
+    """
+    try:
+        announced = db.service_get(ctxt, compute_rpcapi.BINARY,
+                                   host)['capabilities'].get('connector')
+    except exception.ServiceNotFound:
+        announced = None
+    return dict(announced or {}, host=host, mode=attach_mode)

@@ -21,8 +21,8 @@ from volmig.conf import volume
 
 CONF = cfg.CONF
 
-MODULES = (default, api, cinder, compute, conductor, database, fake_driver, metrics,
-           qemu, storage, upgrade_levels, volume)
+MODULES = (default, api, cinder, compute, conductor, database, fake_driver,
+           metrics, qemu, storage, upgrade_levels, volume)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

@@ -13,8 +13,20 @@ from oslo_config import cfg
 GROUP = 'cinder'
 cinder_group = cfg.OptGroup(GROUP, title='Cinder, as block storage')
 
+cinder_opts = [
+    cfg.BoolOpt('send_service_token', default=True,
+                help='Send the token of these credentials as a service '
+                     'token (X-Service-Token) too, as Nova does with '
+                     '[service_user]. Cinder then knows its attachment '
+                     'deletes come from the compute service, and does not '
+                     'ask the compute API whether each attachment is still '
+                     'in use. The user needs the service role. Ignored for '
+                     'auth_type none.'),
+]
+
 def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_group(cinder_group)
+    conf.register_opts(cinder_opts, group=cinder_group)
     ks_loading.register_session_conf_options(conf, GROUP)
     ks_loading.register_auth_conf_options(conf, GROUP)
     ks_loading.register_adapter_conf_options(conf, GROUP,
@@ -23,7 +35,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
 
 
 def list_opts():
-    opts = (ks_loading.get_session_conf_options()
+    opts = (cinder_opts + ks_loading.get_session_conf_options()
             + ks_loading.get_auth_common_conf_options()
             + ks_loading.get_auth_plugin_conf_options('password')
             + ks_loading.get_adapter_conf_options(include_deprecated=False))

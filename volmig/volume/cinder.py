@@ -17,6 +17,7 @@ from cinderclient import client as cinder_client
 from cinderclient import exceptions as cinder_exc
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
+from keystoneauth1 import service_token
 from oslo_log import log as logging
 
 from volmig import exception
@@ -28,6 +29,10 @@ MICROVERSION = '3.54'
 MIB_PER_GIB = 1024
 
 
+def _reason(exc) -> str:
+    return getattr(exc, 'message', None) or str(exc)
+
+
 def _refusals(action: str, not_found=exception.VolumeNotFound):
     """Cinder's answers as volmig's typed refusals, with Cinder's words."""
 
@@ -36,12 +41,15 @@ def _refusals(action: str, not_found=exception.VolumeNotFound):
         def wrapper(self, ctxt, ref, *args, **kwargs):
             try:
                 return method(self, ctxt, ref, *args, **kwargs)
-            except cinder_exc.NotFound:
+            except cinder_exc.NotFound as exc:
+                if not_found is None:
+                    raise exception.BlockStorageRefused(
+                        action=action, reason=_reason(exc))
                 if not_found is exception.VolumeNotFound:
                     raise exception.VolumeNotFound(volume_id=ref)
                 raise exception.AttachmentNotFound(attachment_id=ref)
             except cinder_exc.ClientException as exc:
-                reason = getattr(exc, 'message', None) or str(exc)
+                reason = _reason(exc)
                 if exc.code == 409:
                     raise exception.BlockStorageConflict(action=action,
                                                          reason=reason)
@@ -57,6 +65,16 @@ def _refusals(action: str, not_found=exception.VolumeNotFound):
     return decorator
 
 
+def _connection_info(flat: dict | None) -> dict | None:
+    """Nova's shape: the attachments API gives the driver's ``data``
+    flattened beside ``driver_volume_type``."""
+    if not flat or 'data' in flat:
+        return flat
+    data = dict(flat)
+    return {'driver_volume_type': data.pop('driver_volume_type', None),
+            'data': data}
+
+
 def _attachment(raw: dict) -> dict:
     """A Cinder attachment in the shape volmig's records have."""
     raw = raw if isinstance(raw, dict) else raw.to_dict()
@@ -64,7 +82,7 @@ def _attachment(raw: dict) -> dict:
             'instance_uuid': raw.get('instance'),
             'attach_mode': raw.get('attach_mode') or 'rw',
             'attach_status': raw['status'],
-            'connection_info': raw.get('connection_info')}
+            'connection_info': _connection_info(raw.get('connection_info'))}
 
 
 def _volume(raw, attachments: list[dict]) -> dict:
@@ -84,13 +102,15 @@ class CinderVolumeAdapter(base.VolumeAdapter):
 
     def __init__(self, conf):
         section = conf.cinder
+        auth = ks_loading.load_auth_from_conf_options(conf, 'cinder')
+        if section.send_service_token and section.auth_type != 'none':
+            auth = service_token.ServiceTokenAuthWrapper(auth, auth)
         session = ks_loading.load_session_from_conf_options(
-            conf, 'cinder',
-            auth=ks_loading.load_auth_from_conf_options(conf, 'cinder'))
+            conf, 'cinder', auth=auth)
         self._client = cinder_client.Client(
             api_versions.APIVersion(MICROVERSION), session=session,
             service_type=section.service_type,
-            interface=section.valid_interfaces[0],
+            interface=section.valid_interfaces or 'public',
             region_name=section.region_name,
             endpoint_override=section.endpoint_override,
             connect_retries=section.connect_retries)
@@ -100,7 +120,7 @@ class CinderVolumeAdapter(base.VolumeAdapter):
         return [_attachment(a) for a in self._client.attachments.list(
             detailed=True, search_opts=search)]
 
-    @_refusals('create a volume')
+    @_refusals('create a volume', not_found=None)
     def create_volume(self, ctxt, size_mb, name=None, multiattach=False,
                       pool=None):
         if size_mb % MIB_PER_GIB:

@@ -22,6 +22,7 @@ from oslo_log import log as logging
 
 from volmig import exception
 from volmig import states
+from volmig.compute import volumes
 from volmig.compute.drivers import base
 from volmig.compute.drivers.qemu import guest as guest_mod
 from volmig.compute.drivers.qemu import images
@@ -37,15 +38,6 @@ LOG = logging.getLogger(__name__)
 SHUTDOWN_EXIT_TIMEOUT = 10
 
 
-def volume_path(connection_info: dict) -> str:
-    if (connection_info or {}).get('driver_volume_type') != 'file':
-        raise exception.DriverError(
-            action='attach a volume',
-            reason='the qemu driver needs "file" connection info, not %r'
-            % (connection_info or {}).get('driver_volume_type'))
-    return connection_info['data']['path']
-
-
 class QemuDriver(base.ComputeDriver):
 
     def __init__(self, conf):
@@ -56,6 +48,7 @@ class QemuDriver(base.ComputeDriver):
         self.images = images.ImageStore(conf.qemu.image_dir)
         self._loop: qmp.EventLoop | None = None
         self._guests: dict[str, guest_mod.Guest] = {}
+        self.volumes = volumes.VolumeConnector(conf)
 
     @property
     def capabilities(self):
@@ -132,12 +125,11 @@ class QemuDriver(base.ComputeDriver):
         except KeyError:
             raise exception.InstanceNotFound(instance_uuid=instance['uuid'])
 
-    @staticmethod
-    def _new_disk(bdm: dict, slot: int) -> dict:
+    def _new_disk(self, bdm: dict, slot: int) -> dict:
         return {'volume_id': bdm['volume_id'],
                 'attachment_id': bdm['attachment_id'],
                 'attach_mode': bdm['attach_mode'],
-                'path': volume_path(bdm['connection_info']),
+                'path': self.volumes.path(bdm['connection_info']),
                 'multiattach': bool(bdm['connection_info'].get(
                     'multiattach')),
                 'boot_index': bdm.get('boot_index'),
@@ -155,7 +147,7 @@ class QemuDriver(base.ComputeDriver):
                 bdm, slot)
             disk.update(attachment_id=bdm['attachment_id'],
                         attach_mode=bdm['attach_mode'],
-                        path=volume_path(bdm['connection_info']))
+                        path=self.volumes.path(bdm['connection_info']))
             disks[bdm['volume_id']] = disk
         guest.record['disks'] = disks
         guest.save()
@@ -237,7 +229,7 @@ class QemuDriver(base.ComputeDriver):
 
     def swap_volume(self, instance, old_bdm, new_bdm):
         guest = self._guest(instance)
-        new_path = volume_path(new_bdm['connection_info'])
+        new_path = self.volumes.path(new_bdm['connection_info'])
         with guest.lock:
             disk = guest.disks[old_bdm['volume_id']]
             if disk.get('overlay'):
@@ -282,7 +274,7 @@ class QemuDriver(base.ComputeDriver):
         this raises.
         """
         old_bdm, new_bdm = entry['old_bdm'], entry['new_bdm']
-        new_path = volume_path(new_bdm['connection_info'])
+        new_path = self.volumes.path(new_bdm['connection_info'])
         key = jobs.swap_key(new_bdm)
         guest = self._guest({'uuid': entry['instance_uuid']})
         with guest.lock:
@@ -433,7 +425,7 @@ class QemuDriver(base.ComputeDriver):
     def migration_switch(self, instance, bdm, migration,
                          dst_connection_info):
         guest, disk = self._live_disk(instance, bdm)
-        dst_path = volume_path(dst_connection_info)
+        dst_path = self.volumes.path(dst_connection_info)
         with guest.lock:
             if disk['path'] == dst_path:
                 # A repeat, after an agent restart: switched already.
@@ -574,7 +566,7 @@ class QemuDriver(base.ComputeDriver):
                 disk['overlay'] = {'path': path, 'gen': disk['gen'],
                                    'sealed': False}
                 guest.save()
-            if (dst_connection_info
-                    and disk['path'] == volume_path(dst_connection_info)):
+            if dst_connection_info and disk['path'] == self.volumes.path(
+                    dst_connection_info):
                 return 'dst'
             return 'src'

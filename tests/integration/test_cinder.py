@@ -1,0 +1,122 @@
+"""Cinder as volmig's block storage: real Keystone and Cinder processes.
+
+One Keystone and one Cinder (api, scheduler, volume on PostgreSQL, two
+backends of Cinder's NFS driver on bind-mounted directories) serve every
+test of a class; each test gets its own volmig deployment (conductor,
+api, one qemu agent) with ``[volume] backend = cinder``. Guests are
+volmig-guest with its writer, and bytes are checked in the file Cinder
+keeps for the volume.
+"""
+
+import fixtures
+import testtools
+
+from tests import openstack
+from tests.integration import base
+from tests.integration import test_real_guests
+
+
+@testtools.skipIf(openstack.missing(), openstack.missing())
+class CinderTestCase(test_real_guests.RealGuestTestCase):
+    COMPUTES = 1
+    VOLUME_SERVICE = False
+    COMPUTE_OPTIONS: dict = {}
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls._deployment = fixtures.Fixture()
+        cls._deployment.setUp()
+        try:
+            cls.keystone = cls._deployment.useFixture(openstack.Keystone())
+            cls.keystone.service_user('volmig')
+            # Cinder finds the compute API in Keystone's catalog.
+            cls.volmig_port = base.free_port()
+            cls.cinder = cls._deployment.useFixture(openstack.Cinder(
+                cls.keystone, 'http://127.0.0.1:%d/v2.1' % cls.volmig_port))
+        except Exception:
+            cls._deployment.cleanUp()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._deployment.cleanUp()
+        super().tearDownClass()
+
+    def api_port(self):
+        return self.volmig_port
+
+    def process_options(self):
+        # Only the services talk to Cinder. keystoneauth registers its
+        # plugin's options when it loads one, so they are not options of
+        # this test process.
+        return {name: self.cinder.volmig_options()
+                for name in ('conductor', 'api', *self.hosts)}
+
+    def cinder_volume(self, volume_type='nfs-a', multiattach=False):
+        """A 1 GiB Cinder volume made through volmig's API, available."""
+        code, body = self.rest('POST', '/os-volumes', {'volume': {
+            'size': 1, 'pool': volume_type, 'multiattach': multiattach}})
+        self.assertEqual(200, code, body)
+        volume_id = body['volume']['id']
+        self.wait_until(lambda: self.cinder.volume(volume_id)['status']
+                        == 'available', timeout=60,
+                        what='Cinder volume %s to be available' % volume_id)
+        return body['volume']
+
+    def cinder_attachments(self, volume_id):
+        answer = self.cinder.request(
+            'GET', '/attachments/detail?volume_id=%s' % volume_id)
+        answer.raise_for_status()
+        return answer.json()['attachments']
+
+
+class CinderVolumesTest(CinderTestCase):
+
+    def test_guest_writes_reach_cinders_file_and_ro_is_cinders_own(self):
+        data = self.cinder_volume()
+        server = self.boot([data])
+        [attachment] = self.cinder_attachments(data['id'])
+        self.assertEqual(('attached', 'rw', server),
+                         (attachment['status'], attachment['attach_mode'],
+                          attachment['instance']))
+        # os-brick found the file under the share's mount.
+        self.assertEqual('nfs', attachment['connection_info'][
+            'driver_volume_type'])
+        # A second volume, attached read-only to the running guest:
+        # Cinder records the mode itself (attachments at 3.54).
+        shared = self.cinder_volume()
+        code, body = self.rest(
+            'POST', '/servers/%s/os-volume_attachments' % server,
+            {'volumeAttachment': {'volumeId': shared['id'],
+                                  'attach_mode': 'ro'}})
+        self.assertEqual(200, code, body)
+        [ro] = self.cinder_attachments(shared['id'])
+        self.assertEqual(('attached', 'ro'), (ro['status'],
+                                              ro['attach_mode']))
+        self.assertEqual('in-use', self.volume_status(shared['id'])[
+            'status'])
+        self.wait_for_acks(server, data['id'], 20)
+        self.stop(server)
+        self.assert_acked_on(
+            self.cinder.volume_file(self.cinder.volume(data['id'])),
+            self.acks(server, data['id']))
+        # Deleting the server gives both volumes back to Cinder.
+        code, body = self.rest('DELETE', '/servers/%s' % server)
+        self.assertEqual(204, code, body)
+        for volume in (data, shared):
+            self.wait_until(
+                lambda v=volume: self.cinder.volume(v['id'])['status']
+                == 'available', timeout=60,
+                what='volume %s to be available' % volume['id'])
+            self.assertEqual([], self.cinder_attachments(volume['id']))
+
+    def test_unknown_volume_and_refusals_in_novas_shape(self):
+        code, body = self.rest('POST', '/os-volumes', {'volume': {
+            'size': 1, 'pool': 'no-such-type'}})
+        self.assertEqual(400, code, body)
+        self.assertIn('no-such-type', body['badRequest']['message'])
+        code, body = self.rest(
+            'GET', '/os-volumes/7f6f3e0c-27a1-4d8e-9c2f-6f0c1d2a3b4c')
+        self.assertEqual(404, code, body)
+        self.assertIn('itemNotFound', body)
