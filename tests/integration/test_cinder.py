@@ -8,11 +8,15 @@ volmig-guest with its writer, and bytes are checked in the file Cinder
 keeps for the volume.
 """
 
+import os
+import subprocess
+
 import fixtures
 import testtools
 
 from tests import openstack
 from tests.integration import base
+from tests.integration import cluster
 from tests.integration import test_real_guests
 
 
@@ -110,6 +114,24 @@ class CinderVolumesTest(CinderTestCase):
                 == 'available', timeout=60,
                 what='volume %s to be available' % volume['id'])
             self.assertEqual([], self.cinder_attachments(volume['id']))
+
+    def test_cli_creates_a_cinder_volume(self):
+        # The README's command, as a process.
+        created = subprocess.run(
+            [os.path.join(cluster.BIN_DIR, 'volmig'), '--os-endpoint',
+             self.endpoint, '--os-token', 'admin:demo', 'volume', 'create',
+             '--name', 'data', '--size', '1', '--pool', 'nfs-a-multi',
+             '--multiattach', '-f', 'value', '-c', 'id'],
+            capture_output=True, text=True, timeout=60, check=False)
+        self.assertEqual(0, created.returncode, created.stderr)
+        volume_id = created.stdout.strip()
+        volume = self.wait_until(
+            lambda: (lambda v: v if v['status'] == 'available' else None)(
+                self.cinder.volume(volume_id)), timeout=60,
+            what='the volume to be available')
+        self.assertEqual(('data', 'nfs-a-multi', True),
+                         (volume['name'], volume['volume_type'],
+                          volume['multiattach']))
 
     def test_unknown_volume_and_refusals_in_novas_shape(self):
         code, body = self.rest('POST', '/os-volumes', {'volume': {
