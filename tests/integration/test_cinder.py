@@ -51,11 +51,18 @@ class CinderTestCase(test_real_guests.RealGuestTestCase):
         return self.volmig_port
 
     def process_options(self):
-        # Only the services talk to Cinder. keystoneauth registers its
-        # plugin's options when it loads one, so they are not options of
-        # this test process.
-        return {name: self.cinder.volmig_options()
-                for name in ('conductor', 'api', *self.hosts)}
+        # Only the services talk to Cinder and Keystone. keystoneauth
+        # registers a plugin's options when it loads one, so they are not
+        # options of this test process.
+        options = {name: self.cinder.volmig_options()
+                   for name in ('conductor', 'api', *self.hosts)}
+        # Cinder calls the compute API with Keystone tokens.
+        options['api'].update(self.cinder.keystone_authtoken_options())
+        return options
+
+    def rest(self, method, path, body=None, token=None):
+        return super().rest(method, path, body,
+                            token or self.keystone.admin.get_token())
 
     def cinder_volume(self, volume_type='nfs-a', multiattach=False):
         """A 1 GiB Cinder volume made through volmig's API, available."""
@@ -119,7 +126,8 @@ class CinderVolumesTest(CinderTestCase):
         # The README's command, as a process.
         created = subprocess.run(
             [os.path.join(cluster.BIN_DIR, 'volmig'), '--os-endpoint',
-             self.endpoint, '--os-token', 'admin:demo', 'volume', 'create',
+             self.endpoint, '--os-token', self.keystone.admin.get_token(),
+             'volume', 'create',
              '--name', 'data', '--size', '1', '--pool', 'nfs-a-multi',
              '--multiattach', '-f', 'value', '-c', 'id'],
             capture_output=True, text=True, timeout=60, check=False)
@@ -142,3 +150,51 @@ class CinderVolumesTest(CinderTestCase):
             'GET', '/os-volumes/7f6f3e0c-27a1-4d8e-9c2f-6f0c1d2a3b4c')
         self.assertEqual(404, code, body)
         self.assertIn('itemNotFound', body)
+
+
+class CinderMigrationTest(CinderTestCase):
+    """An unmodified Cinder migrates attached volumes; volmig serves its
+    swap requests with the live path."""
+
+    def retype(self, volume_id, new_type):
+        answer = self.cinder.request(
+            'POST', '/volumes/%s/action' % volume_id, json={'os-retype': {
+                'new_type': new_type, 'migration_policy': 'on-demand'}})
+        self.assertEqual(202, answer.status_code, answer.text)
+
+    def wait_cinder_migrated(self, volume_id):
+        return self.wait_until(
+            lambda: (lambda v: v if v.get('migration_status') in (
+                'success', 'error') else None)(
+                    self.cinder.volume(volume_id)), timeout=300,
+            what='Cinder to migrate volume %s' % volume_id)
+
+    def test_retype_moves_an_attached_volume_live(self):
+        data = self.cinder_volume('nfs-a')
+        server = self.boot([data])
+        self.wait_for_acks(server, data['id'], 20)
+        old_file = self.cinder.volume_file(self.cinder.volume(data['id']))
+        self.retype(data['id'], 'nfs-b')
+        volume = self.wait_cinder_migrated(data['id'])
+        self.assertEqual('success', volume['migration_status'],
+                         self.cinder.errors())
+        self.assertEqual(('in-use', 'nfs-b'),
+                         (volume['status'], volume['volume_type']))
+        self.assertIn('@nfs-b', volume['os-vol-host-attr:host'])
+        [attachment] = self.cinder_attachments(data['id'])
+        self.assertEqual((server, 'attached'), (attachment['instance'],
+                                                attachment['status']))
+        # volmig's mapping names the volume's id and the new attachment.
+        self.assertEqual(
+            [(data['id'], attachment['id'])],
+            [(bdm['volume_id'], bdm['attachment_id']) for bdm in
+             self.conductor.instance_get(self.admin,
+                                         server)['block_devices']])
+        self.wait_until(lambda: not os.path.exists(old_file), timeout=60,
+                        what='Cinder to delete the old file')
+        written = len(self.acks(server, data['id']))
+        self.wait_for_acks(server, data['id'], written + 20)
+        self.stop(server)
+        new_file = self.cinder.volume_file(volume)
+        self.assertIn('/nfs-b/', new_file)
+        self.assert_acked_on(new_file, self.acks(server, data['id']))

@@ -18,6 +18,7 @@ from volmig import exception
 from volmig import notifications
 from volmig import rpc
 from volmig import states
+from volmig.compute import copies
 from volmig.compute import drivers
 from volmig.compute import jobs
 from volmig.compute import migrations
@@ -59,6 +60,7 @@ class ComputeManager:
         self._began = time.monotonic()
         self._swaps_to_recover: list[dict] = []
         self._connector: dict = {}
+        self.copies = copies.VolumeCopies(CONF)
 
     # Service plumbing.
 
@@ -146,6 +148,7 @@ class ComputeManager:
 
     def cleanup_host(self) -> None:
         self.jobs.stop()
+        self.copies.stop()
         if CONF.compute.stop_guests_on_exit:
             self.driver.stop_guests()
         self.driver.cleanup_host()
@@ -301,3 +304,14 @@ class ComputeManager:
     def migration_reconcile(self, ctxt, migration, bdm, dst_connection_info):
         # It takes the server's lock itself, after its own checks.
         self.migrations.reconcile(ctxt, migration, bdm, dst_connection_info)
+
+    # Copies for Cinder migrations.
+
+    @rpc.endpoint
+    def volume_copy(self, ctxt, copy_id, src_connection_info,
+                    dst_connection_info):
+        self.copies.start(copy_id, src_connection_info, dst_connection_info)
+
+    @rpc.endpoint
+    def volume_copy_status(self, ctxt, copy_id):
+        return self.copies.status(copy_id)

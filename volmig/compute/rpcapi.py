@@ -14,6 +14,10 @@ API version history:
           which records it, instead of calling the conductor back; agents
           report only their jobs' ends. migration_reconcile: settle a
           migration against the guest and finish or roll it back.
+    1.4 - get_console_output.
+    1.5 - volume_copy (cast) and volume_copy_status (call): the agent
+          copies a frozen volume into another, both connected on its
+          host, for a Cinder migration that volmig carries out.
 """
 
 from collections.abc import Callable
@@ -29,11 +33,12 @@ LOG = logging.getLogger(__name__)
 
 # The agent's binary name, which is also its RPC topic.
 BINARY = TOPIC = 'volmig-compute'
-RPC_API_VERSION = '1.4'
+RPC_API_VERSION = '1.5'
 READONLY_ATTACH_VERSION = '1.1'
 SWAP_VERSION = '1.2'
 OWNER_VERSION = '1.3'
 CONSOLE_VERSION = '1.4'
+COPY_VERSION = '1.5'
 
 # Release names an operator may put in [upgrade_levels] compute.
 VERSION_ALIASES = {
@@ -171,3 +176,21 @@ class ComputeAPI:
         self._prepare(host, SWAP_VERSION).cast(
             ctxt, 'swap_volume', instance=instance, old_bdm=old_bdm,
             new_bdm=new_bdm)
+
+    def _copy_version(self, host: str) -> str:
+        if not self.can_send_version(COPY_VERSION):
+            raise exception.ComputeTooOld(
+                host=host, feature='copies for Cinder migrations',
+                needed=COPY_VERSION)
+        return COPY_VERSION
+
+    def volume_copy(self, ctxt, host, copy_id, src_connection_info,
+                    dst_connection_info):
+        self._prepare(host, self._copy_version(host)).cast(
+            ctxt, 'volume_copy', copy_id=copy_id,
+            src_connection_info=src_connection_info,
+            dst_connection_info=dst_connection_info)
+
+    def volume_copy_status(self, ctxt, host, copy_id) -> dict:
+        return self._prepare(host, self._copy_version(host)).call(
+            ctxt, 'volume_copy_status', copy_id=copy_id)

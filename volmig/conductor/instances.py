@@ -13,6 +13,7 @@ from volmig import exception
 from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import migrations
+from volmig.conductor import moves
 from volmig.conductor import rules
 from volmig.conductor import services
 from volmig.db import api as db
@@ -26,9 +27,11 @@ def _device_name(index: int) -> str:
 
 class InstanceConductor:
 
-    def __init__(self, volume_api, compute_api: compute_rpcapi.ComputeAPI):
+    def __init__(self, volume_api, compute_api: compute_rpcapi.ComputeAPI,
+                 moves_conductor: moves.MoveConductor):
         self.volume_api = volume_api
         self.compute_api = compute_api
+        self.moves = moves_conductor
 
     # Reads.
 
@@ -330,6 +333,12 @@ class InstanceConductor:
         rules.check_instance_idle(instance, 'swap a volume of')
         old_volume = self.volume_api.get_volume(ctxt, old_volume_id)
         new_volume = self.volume_api.get_volume(ctxt, new_volume_id)
+        if moves.cinder_initiated(old_volume, new_volume):
+            # Cinder migrates the volume: volmig's live path, not a copy
+            # by the hypervisor, and one move for all its attachments.
+            self.moves.request(ctxt, instance, old_bdm, old_volume,
+                               new_volume)
+            return old_bdm
         rules.check_can_swap(old_volume, new_volume, db.migration_get_all(
             ctxt, status=states.IN_PROGRESS, volume_id=old_volume_id))
         rules.check_can_attach(new_volume, db.migration_get_all(

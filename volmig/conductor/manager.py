@@ -13,6 +13,7 @@ from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import healer
 from volmig.conductor import instances
 from volmig.conductor import migrations
+from volmig.conductor import moves
 from volmig.conductor import queue
 from volmig.conductor import recovery
 from volmig.conductor import rpcapi
@@ -40,7 +41,9 @@ class ConductorManager:
         compute_api = compute_rpcapi.ComputeAPI(
             lambda: min_service_version(volmig_context.get_admin_context(),
                                         compute_rpcapi.BINARY))
-        self.instances = instances.InstanceConductor(volume_api, compute_api)
+        self.moves = moves.MoveConductor(volume_api, compute_api, host)
+        self.instances = instances.InstanceConductor(volume_api, compute_api,
+                                                     self.moves)
         self.migrations = migrations.MigrationConductor(
             volume_api, on_end=self._migration_ended)
         self.queue = queue.MigrationQueue(self.migrations, compute_api)
@@ -55,6 +58,7 @@ class ConductorManager:
 
     def periodic_tasks(self):
         return [(CONF.conductor.heal_interval, self.heal),
+                (CONF.conductor.heal_interval, self.moves.resume),
                 (CONF.conductor.queue_interval, self.queue.dispatch)]
 
     def _migration_ended(self) -> None:

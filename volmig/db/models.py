@@ -195,3 +195,28 @@ class PoolDrain(Base):
     # The plan: [{volume_id, size_mb, action, reason, state}], in order.
     volumes = sa.Column(sa.JSON, nullable=False)
     finished_at = sa.Column(sa.DateTime)
+
+
+class VolumeMove(Base):
+    """Cinder's migration of an attached volume, carried out by volmig
+    (``volmig.conductor.moves``): one per old and new volume, however
+    many attachments Cinder asked to swap."""
+    __tablename__ = 'volume_moves'
+    __table_args__ = (sa.UniqueConstraint(
+        'old_volume_id', 'new_volume_id',
+        name='uniq_volume_moves0old_volume_id0new_volume_id'),)
+
+    id = sa.Column(sa.String(36), primary_key=True)
+    old_volume_id = sa.Column(sa.String(36), nullable=False)
+    new_volume_id = sa.Column(sa.String(36), nullable=False)
+    # moves.STEPS, then done or failed.
+    status = sa.Column(sa.String(16), nullable=False)
+    # {src attachment id: {instance_uuid, attach_mode, migration_id,
+    #  dst_attachment_id}}, one entry per swap request received.
+    attachments = sa.Column(sa.JSON, nullable=False)
+    # The conductor running it: a restarted or taken-over conductor
+    # resumes it from its status.
+    owner = sa.Column(sa.String(255))
+    copy_host = sa.Column(sa.String(255))
+    checksum = sa.Column(sa.String(64))
+    error = sa.Column(sa.Text)

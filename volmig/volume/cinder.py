@@ -179,3 +179,10 @@ class CinderVolumeAdapter(base.VolumeAdapter):
     @_refusals('delete an attachment', exception.AttachmentNotFound)
     def attachment_delete(self, ctxt, attachment_id):
         self._client.attachments.delete(attachment_id)
+
+    @_refusals('complete a migration')
+    def migrate_volume_completion(self, ctxt, volume_id: str,
+                                  new_volume_id: str, error: bool) -> None:
+        """Tell Cinder its migration of ``volume_id`` ended."""
+        self._client.volumes.migrate_volume_completion(
+            volume_id, new_volume_id, error)
