@@ -18,6 +18,7 @@ from tests import openstack
 from tests.integration import base
 from tests.integration import cluster
 from tests.integration import test_real_guests
+from volmig.db import moves
 
 
 @testtools.skipIf(openstack.missing(), openstack.missing())
@@ -192,6 +193,15 @@ class CinderMigrationTest(CinderTestCase):
                                          server)['block_devices']])
         self.wait_until(lambda: not os.path.exists(old_file), timeout=60,
                         what='Cinder to delete the old file')
+        # volmig's live path ran (a hypervisor copy records no
+        # migration), and its move is over.
+        [migration] = self.client.list(self.ctxt, volume_id=data['id'])
+        self.assertEqual(('live', attachment['id']),
+                         (migration['mode'],
+                          migration['dst_attachment_id']))
+        self.assertEqual(['done'], [move['status'] for move in
+                                    moves.get_all(self.admin,
+                                                  ['done', 'failed'])])
         written = len(self.acks(server, data['id']))
         self.wait_for_acks(server, data['id'], written + 20)
         self.stop(server)
