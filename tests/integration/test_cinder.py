@@ -208,3 +208,84 @@ class CinderMigrationTest(CinderTestCase):
         new_file = self.cinder.volume_file(volume)
         self.assertIn('/nfs-b/', new_file)
         self.assert_acked_on(new_file, self.acks(server, data['id']))
+
+    def open_files(self, server):
+        """What the guest's QEMU has open now: (device, inode) of each
+        file, and the names of those deleted since it opened them. It
+        opened the volumes through the share's mount point, so files are
+        compared by inode, not by name."""
+        with open(os.path.join(self.guest_dir(server), 'qemu.pid')) as pid:
+            fds = '/proc/%d/fd' % int(pid.read())
+        inodes, deleted = set(), []
+        for fd in os.listdir(fds):
+            try:
+                target = os.readlink(os.path.join(fds, fd))
+                found = os.stat(os.path.join(fds, fd))
+            except FileNotFoundError:
+                continue
+            inodes.add((found.st_dev, found.st_ino))
+            if target.endswith(' (deleted)'):
+                deleted.append(target)
+        return inodes, deleted
+
+    def holds(self, server, path) -> bool:
+        found = os.stat(path)
+        return (found.st_dev, found.st_ino) in self.open_files(server)[0]
+
+    def shared_volume(self):
+        volume = self.cinder_volume('nfs-a-multi', multiattach=True)
+        path = self.cinder.volume_file(self.cinder.volume(volume['id']))
+        content = os.urandom(4 * 1024 * 1024)
+        with open(path, 'r+b') as handle:
+            handle.write(content)
+        return volume, path, content
+
+    def test_read_only_shares_switch_together(self):
+        shared, old_file, content = self.shared_volume()
+        servers = [self.boot([shared], mode='ro') for _ in range(2)]
+        for server in servers:
+            self.assertTrue(self.holds(server, old_file))
+        self.retype(shared['id'], 'nfs-b-multi')
+        volume = self.wait_cinder_migrated(shared['id'])
+        self.assertEqual('success', volume['migration_status'],
+                         self.cinder.errors())
+        new_file = self.cinder.volume_file(volume)
+        self.assertIn('/nfs-b/', new_file)
+        attachments = self.cinder_attachments(shared['id'])
+        self.assertEqual(sorted(servers),
+                         sorted(a['instance'] for a in attachments))
+        self.assertEqual({('attached', 'ro')}, {
+            (a['status'], a['attach_mode']) for a in attachments})
+        self.wait_until(lambda: not os.path.exists(old_file), timeout=60,
+                        what='Cinder to delete the old file')
+        # Every guest is on the new file: none holds the deleted one.
+        for server in servers:
+            self.assertTrue(self.holds(server, new_file))
+            self.assertEqual([], self.open_files(server)[1])
+        with open(new_file, 'rb') as handle:
+            self.assertEqual(content, handle.read(len(content)))
+
+    def test_two_read_write_shares_are_refused_and_lose_nothing(self):
+        shared, old_file, _ = self.shared_volume()
+        servers = [self.boot([shared], image=image) for image in
+                   ('volmig-guest', 'volmig-guest-r1')]
+        for server in servers:
+            self.wait_for_acks(server, shared['id'], 10)
+        self.retype(shared['id'], 'nfs-b-multi')
+        volume = self.wait_cinder_migrated(shared['id'])
+        # volmig answered the completion with an error and wrote nothing.
+        self.assertEqual(('error', 'in-use', 'nfs-a-multi'),
+                         (volume['migration_status'], volume['status'],
+                          volume['volume_type']))
+        [move] = moves.get_all(self.admin, ['done', 'failed'])
+        self.assertEqual('failed', move['status'])
+        self.assertIn('read/write', move['error'])
+        self.assertEqual(sorted(servers), sorted(
+            a['instance'] for a in self.cinder_attachments(shared['id'])))
+        for region, server in enumerate(servers):
+            self.assertTrue(self.holds(server, old_file))
+            written = len(self.acks(server, shared['id']))
+            self.wait_for_acks(server, shared['id'], written + 10)
+            self.stop(server)
+            self.assert_acked_on(old_file, self.acks(server, shared['id']),
+                                 region=region)
