@@ -16,6 +16,7 @@ attachment deletes as the compute service's.
 import hashlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -89,15 +90,28 @@ class _Processes(fixtures.Fixture):
 
     def _setUp(self):
         self.processes: dict = {}
+        self._commands: dict = {}
         self.addCleanup(self._stop_all)
 
     def spawn(self, name: str, argv: list, log_dir: str, **kwargs):
         log = open(os.path.join(log_dir, name + '.log'), 'ab')
         self.addCleanup(log.close)
+        self._commands[name] = (argv, log_dir, kwargs)
         self.processes[name] = subprocess.Popen(
             argv, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True, **kwargs)
         return self.processes[name]
+
+    def stop(self, name: str) -> None:
+        """Stop a process and the workers it forked."""
+        process = self.processes[name]
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+
+    def start(self, name: str):
+        """Start a stopped process again, as it first ran."""
+        argv, log_dir, kwargs = self._commands[name]
+        return self.spawn(name, argv, log_dir, **kwargs)
 
     def _stop_all(self):
         for process in self.processes.values():
@@ -348,6 +362,9 @@ class Cinder(_Processes):
             'OpenStack-API-Version', 'volume 3.54')
         return self.session.request(self.url + path, method,
                                     raise_exc=False, **kwargs)
+
+    def api_ready(self) -> bool:
+        return self.request('GET', '/types').ok
 
     def _pools_ready(self) -> bool:
         answer = self.request('GET', '/scheduler-stats/get_pools')

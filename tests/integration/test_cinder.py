@@ -9,7 +9,9 @@ keeps for the volume.
 """
 
 import os
+import signal
 import subprocess
+import time
 
 import fixtures
 import testtools
@@ -289,3 +291,65 @@ class CinderMigrationTest(CinderTestCase):
             self.stop(server)
             self.assert_acked_on(old_file, self.acks(server, shared['id']),
                                  region=region)
+
+    def wait_for_move(self, statuses):
+        return self.wait_until(
+            lambda: moves.get_all(self.admin, statuses), timeout=120,
+            what='a volume move to be %s' % ' or '.join(statuses))
+
+    def filled_volume(self, mib=256):
+        """A volume with data to copy, so the copy takes a while."""
+        volume = self.cinder_volume('nfs-a')
+        with open(self.cinder.volume_file(self.cinder.volume(
+                volume['id'])), 'r+b') as handle:
+            for _ in range(mib):
+                handle.write(os.urandom(1024 * 1024))
+        return volume
+
+    def assert_moved_exactly(self, server, volume_id):
+        volume = self.wait_cinder_migrated(volume_id)
+        self.assertEqual('success', volume['migration_status'],
+                         self.cinder.errors())
+        written = len(self.acks(server, volume_id))
+        self.wait_for_acks(server, volume_id, written + 10)
+        self.stop(server)
+        new_file = self.cinder.volume_file(volume)
+        self.assertIn('/nfs-b/', new_file)
+        self.assert_acked_on(new_file, self.acks(server, volume_id))
+
+    def test_agent_killed_mid_copy_copies_again(self):
+        data = self.filled_volume()
+        server = self.boot([data])
+        self.wait_for_acks(server, data['id'], 10)
+        self.retype(data['id'], 'nfs-b')
+        [move] = self.wait_for_move(['copying'])
+        self.cluster.restart('compute-1', sig=signal.SIGKILL)
+        self.assert_moved_exactly(server, data['id'])
+        # The restarted agent had forgotten the copy and did it again.
+        with open(self.cluster.processes['compute-1'].log_path) as log:
+            self.assertIn('Volume copy %s verified' % move['id'],
+                          log.read())
+
+    def test_cinder_api_down_while_completing_is_retried(self):
+        data = self.filled_volume()
+        server = self.boot([data])
+        self.wait_for_acks(server, data['id'], 10)
+        self.retype(data['id'], 'nfs-b')
+        # Once the new volume is connected the copy needs no Cinder; it
+        # lasts at least one status poll of the agent.
+        self.wait_until(lambda: any(
+            a['status'] == 'attaching' for a in self.cinder_attachments(
+                self.wait_for_move(['copying'])[0]['new_volume_id'])),
+            timeout=60, what='the new volume to be connected')
+        self.cinder.stop('cinder-api')
+        try:
+            [move] = self.wait_for_move(['completing'])
+            # Without Cinder the move stays there; it is never undone.
+            time.sleep(5)
+            self.assertEqual('completing', moves.get(self.admin,
+                                                     move['id'])['status'])
+        finally:
+            self.cinder.start('cinder-api')
+        openstack.wait_for('cinder-api', self.cinder.api_ready)
+        self.assert_moved_exactly(server, data['id'])
+        self.assertEqual('done', moves.get(self.admin, move['id'])['status'])

@@ -34,6 +34,7 @@ import time
 
 from futurist import ThreadPoolExecutor
 from oslo_log import log as logging
+import oslo_messaging as messaging
 from oslo_utils import timeutils
 
 from volmig import client as client_mod
@@ -221,8 +222,19 @@ class MoveConductor:
         src_info = db.bdm_get_by_attachment(ctxt, src_id)['connection_info']
         host = move['copy_host']
         while True:
-            copy = self.compute_api.volume_copy_status(ctxt, host,
-                                                       move['id'])
+            try:
+                copy = self.compute_api.volume_copy_status(ctxt, host,
+                                                           move['id'])
+            except messaging.MessagingTimeout:
+                # The agent is down: the copy is done again once it is
+                # back. An operator who gives up aborts the migration.
+                if self.client.get(ctxt, entry['migration_id'])[
+                        'status'] in states.TERMINAL:
+                    raise exception.MigrationFailed(
+                        migration_id=entry['migration_id'],
+                        reason='it ended while the agent on %s was down'
+                        % host)
+                continue
             if copy['state'] == 'done':
                 break
             if copy['state'] == 'failed':
