@@ -110,6 +110,20 @@ class CinderVolumesTest(CinderTestCase):
                                               ro['attach_mode']))
         self.assertEqual('in-use', self.volume_status(shared['id'])[
             'status'])
+        # Before anyone but the compute service deletes an attachment in
+        # use, Cinder asks the compute API (2.89, found in Keystone's
+        # catalog) which attachment the server uses, and refuses.
+        admin = self.keystone.admin
+        refused = admin.delete(
+            'http://127.0.0.1:%d/v3/%s/attachments/%s' % (
+                self.cinder.port, admin.get_project_id(), attachment['id']),
+            headers={'OpenStack-API-Version': 'volume 3.54'},
+            raise_exc=False)
+        self.assertEqual(409, refused.status_code, refused.text)
+        # Cinder's own words: the server that uses it, and the way out.
+        self.assertIn('%s using the Compute API' % server, refused.text)
+        self.assertEqual('attached', self.cinder_attachments(data['id'])[0][
+            'status'])
         self.wait_for_acks(server, data['id'], 20)
         self.stop(server)
         self.assert_acked_on(

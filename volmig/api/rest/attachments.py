@@ -13,10 +13,14 @@ RULE = attachments_policy.PREFIX
 
 
 def attachment_view(req, bdm: dict) -> dict:
-    view = {'id': bdm['volume_id'], 'volumeId': bdm['volume_id'],
-            'serverId': bdm['instance_uuid'], 'device': bdm['device_name']}
+    view = {'volumeId': bdm['volume_id'], 'serverId': bdm['instance_uuid'],
+            'device': bdm['device_name']}
     if req.is_at_least(microversion.ATTACH_MODE):
         view['attach_mode'] = bdm['attach_mode']
+    if req.is_at_least(microversion.ATTACHMENT_ID):
+        view['attachment_id'] = bdm['attachment_id']
+    else:
+        view['id'] = bdm['volume_id']
     return view
 
 

@@ -15,7 +15,11 @@ MIN = microversion_parse.Version(2, 1)
 MULTIATTACH = microversion_parse.Version(2, 60)
 # volmig's: attach_mode, and multi-create sharing a multiattach volume.
 ATTACH_MODE = microversion_parse.Version(2, 61)
-MAX = ATTACH_MODE
+# Nova's: an attachment shows its block-storage attachment_id, not "id";
+# Cinder asks for it before it deletes an attachment. 2.62 to 2.88 change
+# nothing in the part of Nova's API that volmig serves.
+ATTACHMENT_ID = microversion_parse.Version(2, 89)
+MAX = ATTACHMENT_ID
 
 
 class VersionNotAcceptable(exception.VolmigException):
