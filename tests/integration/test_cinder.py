@@ -16,6 +16,7 @@ import time
 import fixtures
 import testtools
 
+from tests import cinder_deployment
 from tests import openstack
 from tests.integration import base
 from tests.integration import cluster
@@ -39,7 +40,7 @@ class CinderTestCase(test_real_guests.RealGuestTestCase):
             cls.keystone.service_user('volmig')
             # Cinder finds the compute API in Keystone's catalog.
             cls.volmig_port = base.free_port()
-            cls.cinder = cls._deployment.useFixture(openstack.Cinder(
+            cls.cinder = cls._deployment.useFixture(cinder_deployment.Cinder(
                 cls.keystone, 'http://127.0.0.1:%d/v2.1' % cls.volmig_port))
         except Exception:
             cls._deployment.cleanUp()

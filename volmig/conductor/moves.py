@@ -278,20 +278,27 @@ class MoveConductor:
                     % attachment_id, reason='it is still not')
             time.sleep(0.2)
 
+    def _drop_attachment(self, ctxt, attachment_id: str) -> None:
+        try:
+            self.volume_api.attachment_delete(ctxt, attachment_id)
+        except exception.AttachmentNotFound:
+            pass  # Dropped by an earlier run of this step.
+
+    def _tell_cinder(self, ctxt, move: dict, error: bool) -> None:
+        """The completion call, once: Cinder records having taken it as
+        the old volume's migration status."""
+        old = self.volume_api.get_volume(ctxt, move['old_volume_id'])
+        if old.get('migration_status') != ('error' if error else 'success'):
+            self.volume_api.migrate_volume_completion(
+                ctxt, move['old_volume_id'], move['new_volume_id'], error)
+
     def _releasing(self, ctxt, move: dict) -> dict:
         for src_id in sorted(move['attachments']):
-            try:
-                self.volume_api.attachment_delete(ctxt, src_id)
-            except exception.AttachmentNotFound:
-                pass
+            self._drop_attachment(ctxt, src_id)
         return records.update(ctxt, move['id'], RELEASING, status=NOTIFYING)
 
     def _notifying(self, ctxt, move: dict) -> dict:
-        old = self.volume_api.get_volume(ctxt, move['old_volume_id'])
-        # Sent once: a completion already taken left "success".
-        if old.get('migration_status') != 'success':
-            self.volume_api.migrate_volume_completion(
-                ctxt, move['old_volume_id'], move['new_volume_id'], False)
+        self._tell_cinder(ctxt, move, error=False)
         LOG.info('Cinder\'s migration of volume %(old)s is complete: every '
                  'guest is on its new data (sha256 %(sum)s)',
                  {'old': move['old_volume_id'], 'sum': move['checksum']})
@@ -307,15 +314,8 @@ class MoveConductor:
                     self.client.wait_for(ctxt, migration['id'],
                                          states.CANCELLED, timeout=FOREVER)
             if entry.get('dst_attachment_id'):
-                try:
-                    self.volume_api.attachment_delete(
-                        ctxt, entry['dst_attachment_id'])
-                except exception.AttachmentNotFound:
-                    pass
-        old = self.volume_api.get_volume(ctxt, move['old_volume_id'])
-        if old.get('migration_status') != 'error':
-            self.volume_api.migrate_volume_completion(
-                ctxt, move['old_volume_id'], move['new_volume_id'], True)
+                self._drop_attachment(ctxt, entry['dst_attachment_id'])
+        self._tell_cinder(ctxt, move, error=True)
         LOG.warning('Cinder\'s migration of volume %(old)s failed; every '
                     'guest stays on it: %(reason)s',
                     {'old': move['old_volume_id'], 'reason': move['error']})
