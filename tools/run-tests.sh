@@ -4,9 +4,7 @@
 #   - unit and functional tests on SQLite, then on PostgreSQL: they hold
 #     the database code, so both dialects are proven;
 #   - integration tests (separate processes, RabbitMQ, QEMU, Cinder,
-#     Keystone) once, on PostgreSQL, as multi-host deployments run; the
-#     embedded default keeps its SQLite in its own state directory, so its
-#     tests there still run on SQLite;
+#     Keystone) once, on PostgreSQL, as multi-host deployments run;
 #   - the RabbitMQ restart alone: it breaks every connection of every test
 #     running at that moment.
 # Needs what tools/bootstrap.sh installs, and PostgreSQL on 127.0.0.1:5432
