@@ -14,7 +14,9 @@
 # exchange "volmig". Topic permissions on that exchange decide which
 # services a user may send to:
 #   volmig-api        -> conductor, compute, volume
-#   volmig-conductor  -> compute, volume
+#   volmig-conductor  -> compute, volume, api (the block-storage client:
+#                        it carries out Cinder's migrations of attached
+#                        volumes through volmig-api, as Cinder would)
 #   volmig-compute    -> conductor
 #   volmig-volume     -> api (the block-storage client), conductor
 #   volmig-client     -> api (Cinder, or any block-storage service)
@@ -85,7 +87,7 @@ setup_user() {  # kind, the kinds it may send to
 
 echo "transport_url for each kind of service (passwords in $password_dir):"
 setup_user api conductor compute volume
-setup_user conductor compute volume
+setup_user conductor compute volume api
 setup_user compute conductor
 setup_user volume api conductor
 setup_user client api

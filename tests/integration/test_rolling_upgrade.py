@@ -16,10 +16,13 @@ from testtools import content
 from tests import nbd_writer as guest_io
 from tests.integration import test_qemu_data_path
 from volmig import states
+from volmig.compute import rpcapi as compute_rpcapi
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 # The last commit of the 2027.1 code: the one before compute RPC 1.4.
 PREVIOUS_RELEASE = '2a799d7^'
+# What an upgraded agent announces.
+NEW = compute_rpcapi.RPC_API_VERSION
 
 
 def previous_release_tree(into: str) -> str | None:
@@ -136,12 +139,12 @@ class RollingUpgradeTest(PreviousReleaseTestCase):
         first = self._migrate_on('compute-1')
         second = self._migrate_on('compute-2')
         self._upgrade('compute-1')
-        self.wait_until(lambda: self._version('compute-1') == '1.4',
+        self.wait_until(lambda: self._version('compute-1') == NEW,
                         what='compute-1 to run the new code')
         # A new agent beside an old one; each finishes its migration.
         self._complete(first)
         self._upgrade('compute-2')
-        self.wait_until(lambda: self._version('compute-2') == '1.4',
+        self.wait_until(lambda: self._version('compute-2') == NEW,
                         what='compute-2 to run the new code')
         self._complete(second)
 
@@ -155,7 +158,7 @@ class OldConductorTest(PreviousReleaseTestCase):
         [conductor] = self.conductor.service_get_all(self.admin,
                                                      'volmig-conductor')
         self.assertEqual('1.3', conductor['version'])
-        self.assertEqual(['1.4', '1.4'], [self._version(h)
+        self.assertEqual([NEW, NEW], [self._version(h)
                                           for h in ('compute-1',
                                                     'compute-2')])
         self._complete(self._migrate_on('compute-1'))
