@@ -1,0 +1,161 @@
+"""Cinder's migration of a volume: volmig's live path against Cinder's
+own copy of the same volume detached.
+
+Real Keystone and Cinder (``tests.openstack``, ``tests.cinder_deployment``)
+and a volmig deployment (conductor, api behind Keystone, one qemu agent)
+on this machine. The same volume size and data are moved from backend
+nfs-a to nfs-b by ``os-retype --migration-policy on-demand``:
+
+- detached: Cinder copies by itself (``dd`` through os-brick on the
+  cinder-volume host);
+- attached to a running volmig-guest whose writer keeps writing: Cinder
+  asks the compute API (volmig) to swap, and volmig carries it out live.
+
+Each time is from the retype request to Cinder's ``migration_status:
+success``; the attached run also checks every acknowledged write on the
+new backend. Run as root (bind mounts), after ``tools/bootstrap.sh``::
+
+    .venv/bin/python -m benchmarks.cinder_migration [--size-gb 1]
+"""
+
+import argparse
+import os
+import time
+
+import fixtures
+import requests
+
+from tests import cinder_deployment
+from tests import openstack
+from tests import real_guest
+from tests.integration import cluster
+from volmig import config
+from volmig import guest_writes
+from volmig.compute.drivers.qemu import guest as qemu_guest
+from volmig.db import api as db_api
+from volmig.db import migration as db_migration
+
+
+class Deployment(fixtures.Fixture):
+    """Keystone, Cinder, and volmig with ``[volume] backend = cinder``."""
+
+    def _setUp(self):
+        self.keystone = self.useFixture(openstack.Keystone())
+        self.keystone.service_user('volmig')
+        port = openstack.free_port()
+        self.endpoint = 'http://127.0.0.1:%d/v2.1' % port
+        self.cinder = self.useFixture(cinder_deployment.Cinder(
+            self.keystone, self.endpoint))
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        vhost = self.useFixture(cluster.VhostFixture())
+        config.parse_args([], default_config_files=[], setup_logging=False)
+        images = os.path.join(self.dir, 'images')
+        real_guest.register(images)
+        options = {('api', 'listen'): '127.0.0.1', ('api', 'port'): port,
+                   ('DEFAULT', 'report_interval'): 2,
+                   ('compute', 'driver'): 'qemu',
+                   ('compute', 'stop_guests_on_exit'): True,
+                   ('compute', 'shutdown_timeout'): 5,
+                   ('qemu', 'image_dir'): images}
+        options.update(self.cinder.volmig_options())
+        options.update(self.cinder.keystone_authtoken_options())
+        self.guests = os.path.join(self.dir, 'compute', 'guests')
+        db_url = 'sqlite:///%s/volmig.sqlite' % self.dir
+        db_api.configure(db_url)
+        db_migration.upgrade()
+        self.useFixture(cluster.Cluster(self.dir, vhost.url, db_url,
+                                        ['compute-1'], options=options))
+        self.token = self.keystone.admin.get_token()
+        openstack.wait_for('the compute agent', lambda: any(
+            service['state'] == 'up' for service in self.rest(
+                'GET', '/os-services?binary=volmig-compute')['services']),
+            timeout=120)
+
+    def rest(self, method: str, path: str, body=None) -> dict:
+        answer = requests.request(
+            method, self.endpoint + path, json=body, timeout=60,
+            headers={'X-Auth-Token': self.token,
+                     'OpenStack-API-Version': 'compute 2.61'})
+        answer.raise_for_status()
+        return answer.json() if answer.content else {}
+
+    def filled_volume(self, size_gb: int) -> str:
+        volume_id = self.rest('POST', '/os-volumes', {'volume': {
+            'size': size_gb, 'pool': 'nfs-a'}})['volume']['id']
+        openstack.wait_for('the volume', lambda: self.cinder.volume(
+            volume_id)['status'] == 'available')
+        path = self.cinder.volume_file(self.cinder.volume(volume_id))
+        with open(path, 'r+b') as handle:
+            for _ in range(size_gb * 1024):
+                handle.write(os.urandom(1024 * 1024))
+            os.fsync(handle.fileno())
+        return volume_id
+
+    def retype(self, volume_id: str) -> float:
+        """Seconds from the request to Cinder's success."""
+        began = time.monotonic()
+        answer = self.cinder.request(
+            'POST', '/volumes/%s/action' % volume_id, json={'os-retype': {
+                'new_type': 'nfs-b', 'migration_policy': 'on-demand'}})
+        answer.raise_for_status()
+        volume = openstack.wait_for(
+            'the migration', lambda: (lambda v: v if v.get(
+                'migration_status') in ('success', 'error') else None)(
+                    self.cinder.volume(volume_id)), timeout=1800)
+        if volume['migration_status'] != 'success':
+            raise SystemExit('the migration failed:\n%s'
+                             % self.cinder.errors())
+        return time.monotonic() - began
+
+    def boot(self, volume_id: str) -> str:
+        server = self.rest('POST', '/servers', {'server': {
+            'name': 'bench', 'imageRef': 'volmig-guest',
+            'block_device_mapping_v2': [{
+                'uuid': volume_id, 'source_type': 'volume',
+                'destination_type': 'volume', 'boot_index': None}]}})
+        server_id = server['server']['id']
+        openstack.wait_for('the guest', lambda: self.rest(
+            'GET', '/servers/%s' % server_id)['server']['status']
+            == 'ACTIVE', timeout=300)
+        return server_id
+
+    def acks(self, server_id: str, volume_id: str) -> list[int]:
+        with open(os.path.join(self.guests, server_id,
+                               'console.log')) as log:
+            return guest_writes.acknowledged(log.read(),
+                                             qemu_guest.serial(volume_id))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--size-gb', type=int, default=1)
+    args = parser.parse_args()
+    with Deployment() as deployment:
+        detached = deployment.retype(deployment.filled_volume(args.size_gb))
+        volume_id = deployment.filled_volume(args.size_gb)
+        server_id = deployment.boot(volume_id)
+        openstack.wait_for('the writer', lambda: len(deployment.acks(
+            server_id, volume_id)) >= 20, timeout=300)
+        before = len(deployment.acks(server_id, volume_id))
+        attached = deployment.retype(volume_id)
+        written = len(deployment.acks(server_id, volume_id)) - before
+        deployment.rest('POST', '/servers/%s/action' % server_id,
+                        {'os-stop': None})
+        openstack.wait_for('the guest to stop', lambda: deployment.rest(
+            'GET', '/servers/%s' % server_id)['server']['status']
+            == 'SHUTOFF', timeout=300)
+        new_file = deployment.cinder.volume_file(
+            deployment.cinder.volume(volume_id))
+        lost = guest_writes.mismatches(new_file, deployment.acks(
+            server_id, volume_id))
+    print('Cinder migration of a %d GiB volume (random data), nfs-a -> '
+          'nfs-b, os-retype on-demand' % args.size_gb)
+    print('  detached, Cinder\'s own copy:        %6.1f s' % detached)
+    print('  attached, live through volmig:       %6.1f s  (%.2fx; the '
+          'guest acknowledged %d writes meanwhile)' % (
+              attached, attached / detached, written))
+    print('  acknowledged blocks missing on nfs-b: %d' % len(lost))
+
+
+if __name__ == '__main__':
+    main()
