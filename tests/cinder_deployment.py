@@ -84,7 +84,12 @@ class Cinder(openstack.Processes):
                          interface='public'),
             'oslo_concurrency': {'lock_path': os.path.join(self.dir,
                                                            'locks')},
-            'privsep': {'helper_command': 'privsep-helper'}},
+            # Root already: privsep's helper starts without sudo (none
+            # here), from the venv's PATH.
+            'privsep_osbrick': {
+                'helper_command': 'privsep-helper --config-file %s' % conf},
+            'privsep': {
+                'helper_command': 'privsep-helper --config-file %s' % conf}},
             **backends))
         env = dict(os.environ, PATH='%s:%s' % (
             os.path.join(openstack.CINDER_VENV, 'bin'), os.environ['PATH']))
