@@ -20,6 +20,7 @@ new backend. Run as root (bind mounts), after ``tools/bootstrap.sh``::
 
 import argparse
 import os
+import re
 import time
 
 import fixtures
@@ -126,6 +127,13 @@ class Deployment(fixtures.Fixture):
                                              qemu_guest.serial(volume_id))
 
 
+    def move_steps(self) -> list[tuple[str, str]]:
+        """(step, seconds) of the move, from the conductor's log."""
+        with open(os.path.join(self.dir, 'conductor.log')) as log:
+            return re.findall(r'Volume move \S+: step (\w+) took ([\d.]+) s',
+                              log.read())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--size-gb', type=int, default=1)
@@ -139,6 +147,11 @@ def main() -> None:
         before = len(deployment.acks(server_id, volume_id))
         attached = deployment.retype(volume_id)
         written = len(deployment.acks(server_id, volume_id)) - before
+        # Cinder's success comes before volmig's commit into the new
+        # volume ends; the server takes no other action until then.
+        openstack.wait_for('the commit', lambda: deployment.rest(
+            'GET', '/servers/%s' % server_id)['server'][
+                'OS-EXT-STS:task_state'] is None, timeout=300)
         deployment.rest('POST', '/servers/%s/action' % server_id,
                         {'os-stop': None})
         openstack.wait_for('the guest to stop', lambda: deployment.rest(
@@ -148,6 +161,7 @@ def main() -> None:
             deployment.cinder.volume(volume_id))
         lost = guest_writes.mismatches(new_file, deployment.acks(
             server_id, volume_id))
+        steps = deployment.move_steps()
     print('Cinder migration of a %d GiB volume (random data), nfs-a -> '
           'nfs-b, os-retype on-demand' % args.size_gb)
     print('  detached, Cinder\'s own copy:        %6.1f s' % detached)
@@ -155,6 +169,8 @@ def main() -> None:
           'guest acknowledged %d writes meanwhile)' % (
               attached, attached / detached, written))
     print('  acknowledged blocks missing on nfs-b: %d' % len(lost))
+    print('  volmig\'s steps: %s' % ', '.join(
+        '%s %s s' % step for step in steps))
 
 
 if __name__ == '__main__':

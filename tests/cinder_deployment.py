@@ -78,8 +78,7 @@ class Cinder(openstack.Processes):
             'database': {'connection': db_url},
             'keystone_authtoken': dict(
                 auth, www_authenticate_uri=self.keystone.url,
-                service_token_roles_required='true',
-                token_cache_time='-1'),
+                service_token_roles_required='true'),
             'nova': dict(auth, token_auth_url=self.keystone.url,
                          interface='public'),
             'oslo_concurrency': {'lock_path': os.path.join(self.dir,

@@ -221,6 +221,9 @@ class CinderMigrationTest(CinderTestCase):
                                                   ['done', 'failed'])])
         written = len(self.acks(server, data['id']))
         self.wait_for_acks(server, data['id'], written + 20)
+        # Cinder's success comes before volmig's commit into the new
+        # volume ends; the server is busy until then.
+        self.wait_for_status(server, 'ACTIVE')
         self.stop(server)
         new_file = self.cinder.volume_file(volume)
         self.assertIn('/nfs-b/', new_file)
@@ -327,6 +330,7 @@ class CinderMigrationTest(CinderTestCase):
                          self.cinder.errors())
         written = len(self.acks(server, volume_id))
         self.wait_for_acks(server, volume_id, written + 10)
+        self.wait_for_status(server, 'ACTIVE')
         self.stop(server)
         new_file = self.cinder.volume_file(volume)
         self.assertIn('/nfs-b/', new_file)
