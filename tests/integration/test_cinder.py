@@ -23,6 +23,9 @@ from tests.integration import cluster
 from tests.integration import test_real_guests
 from volmig.db import moves
 
+# The steps of a volume move that follow the copy.
+AFTER_COPY = ['completing', 'releasing', 'notifying']
+
 
 @testtools.skipIf(openstack.missing(), openstack.missing())
 class CinderTestCase(test_real_guests.RealGuestTestCase):
@@ -229,13 +232,13 @@ class CinderMigrationTest(CinderTestCase):
         self.assertIn('/nfs-b/', new_file)
         self.assert_acked_on(new_file, self.acks(server, data['id']))
 
-    def open_files(self, server):
-        """What the guest's QEMU has open now: (device, inode) of each
-        file, and the names of those deleted since it opened them. It
-        opened the volumes through the share's mount point, so files are
-        compared by inode, not by name."""
-        with open(os.path.join(self.guest_dir(server), 'qemu.pid')) as pid:
-            fds = '/proc/%d/fd' % int(pid.read())
+    @staticmethod
+    def open_by(pid: int):
+        """What a process has open now: (device, inode) of each file, and
+        the names of those deleted since it opened them. QEMU opens the
+        volumes through the share's mount point, so files are compared by
+        inode, not by name."""
+        fds = '/proc/%d/fd' % pid
         inodes, deleted = set(), []
         for fd in os.listdir(fds):
             try:
@@ -248,20 +251,25 @@ class CinderMigrationTest(CinderTestCase):
                 deleted.append(target)
         return inodes, deleted
 
+    def open_files(self, server):
+        with open(os.path.join(self.guest_dir(server), 'qemu.pid')) as pid:
+            return self.open_by(int(pid.read()))
+
     def holds(self, server, path) -> bool:
         found = os.stat(path)
         return (found.st_dev, found.st_ino) in self.open_files(server)[0]
 
-    def shared_volume(self):
+    def shared_volume(self, content=b''):
+        """A multiattach volume beginning with ``content``."""
         volume = self.cinder_volume('nfs-a-multi', multiattach=True)
         path = self.cinder.volume_file(self.cinder.volume(volume['id']))
-        content = os.urandom(4 * 1024 * 1024)
         with open(path, 'r+b') as handle:
             handle.write(content)
-        return volume, path, content
+        return volume, path
 
     def test_read_only_shares_switch_together(self):
-        shared, old_file, content = self.shared_volume()
+        content = os.urandom(4 * 1024 * 1024)
+        shared, old_file = self.shared_volume(content)
         servers = [self.boot([shared], mode='ro') for _ in range(2)]
         for server in servers:
             self.assertTrue(self.holds(server, old_file))
@@ -286,7 +294,8 @@ class CinderMigrationTest(CinderTestCase):
             self.assertEqual(content, handle.read(len(content)))
 
     def test_two_read_write_shares_are_refused_and_lose_nothing(self):
-        shared, old_file, _ = self.shared_volume()
+        # Zeros: every slot a guest has not written yet reads as zeros.
+        shared, old_file = self.shared_volume()
         servers = [self.boot([shared], image=image) for image in
                    ('volmig-guest', 'volmig-guest-r1')]
         for server in servers:
@@ -350,23 +359,28 @@ class CinderMigrationTest(CinderTestCase):
                           log.read())
 
     def test_cinder_api_down_while_completing_is_retried(self):
-        data = self.filled_volume()
+        # 1 GiB to copy: the copy outlasts stopping cinder-api.
+        data = self.filled_volume(1024)
         server = self.boot([data])
         self.wait_for_acks(server, data['id'], 10)
         self.retype(data['id'], 'nfs-b')
-        # Once the new volume is connected the copy needs no Cinder; it
-        # lasts at least one status poll of the agent.
-        self.wait_until(lambda: any(
-            a['status'] == 'attaching' for a in self.cinder_attachments(
-                self.wait_for_move(['copying'])[0]['new_volume_id'])),
-            timeout=60, what='the new volume to be connected')
+        # Once the agent copies, the copy needs no Cinder: the agent has
+        # the new volume's file open.
+        [move] = self.wait_for_move(['copying'])
+        new_file = os.stat(self.cinder.volume_file(self.cinder.volume(
+            move['new_volume_id'])))
+        agent = self.cluster.processes['compute-1'].process.pid
+        self.wait_until(lambda: (new_file.st_dev, new_file.st_ino)
+                        in self.open_by(agent)[0], timeout=60,
+                        what='the agent to copy')
         self.cinder.stop('cinder-api')
         try:
-            [move] = self.wait_for_move(['completing'])
-            # Without Cinder the move stays there; it is never undone.
+            # Every step after the copy needs Cinder: the move waits at
+            # one of them, and is never undone.
+            [move] = self.wait_for_move(AFTER_COPY)
             time.sleep(5)
-            self.assertEqual('completing', moves.get(self.admin,
-                                                     move['id'])['status'])
+            self.assertIn(moves.get(self.admin, move['id'])['status'],
+                          AFTER_COPY)
         finally:
             self.cinder.start('cinder-api')
         openstack.wait_for('cinder-api', self.cinder.api_ready)
