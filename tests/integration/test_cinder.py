@@ -202,6 +202,7 @@ class CinderMigrationTest(CinderTestCase):
         self.assertEqual(('in-use', 'nfs-b'),
                          (volume['status'], volume['volume_type']))
         self.assertIn('@nfs-b', volume['os-vol-host-attr:host'])
+        self.wait_for_move(['done'])
         [attachment] = self.cinder_attachments(data['id'])
         self.assertEqual((server, 'attached'), (attachment['instance'],
                                                 attachment['status']))
@@ -216,9 +217,8 @@ class CinderMigrationTest(CinderTestCase):
         # volmig's live path ran (a hypervisor copy records no
         # migration), and its move is over.
         [migration] = self.client.list(self.ctxt, volume_id=data['id'])
-        self.assertEqual(('live', attachment['id']),
-                         (migration['mode'],
-                          migration['dst_attachment_id']))
+        self.assertEqual(('live', data['id']),
+                         (migration['mode'], migration['volume_id']))
         self.assertEqual(['done'], [move['status'] for move in
                                     moves.get_all(self.admin,
                                                   ['done', 'failed'])])
@@ -279,9 +279,17 @@ class CinderMigrationTest(CinderTestCase):
                          self.cinder.errors())
         new_file = self.cinder.volume_file(volume)
         self.assertIn('/nfs-b/', new_file)
+        # Cinder reports success before volmig's move ends (it may have to
+        # attach a server again: Cinder's completion can lose one).
+        self.wait_for_move(['done'])
         attachments = self.cinder_attachments(shared['id'])
         self.assertEqual(sorted(servers),
                          sorted(a['instance'] for a in attachments))
+        # volmig's mappings name the attachments Cinder has.
+        self.assertEqual(sorted(a['id'] for a in attachments), sorted(
+            bdm['attachment_id'] for server in servers
+            for bdm in self.conductor.instance_get(
+                self.admin, server)['block_devices']))
         self.assertEqual({('attached', 'ro')}, {
             (a['status'], a['attach_mode']) for a in attachments})
         self.wait_until(lambda: not os.path.exists(old_file), timeout=60,

@@ -25,9 +25,10 @@ RUNNING, DONE, FAILED, UNKNOWN = 'running', 'done', 'failed', 'unknown'
 
 class VolumeCopies:
 
-    def __init__(self, conf, workers: int = 2):
+    def __init__(self, conf, connector: volumes.VolumeConnector,
+                 workers: int = 2):
         self.conf = conf
-        self.volumes = volumes.VolumeConnector(conf)
+        self.volumes = connector
         self._executor = ThreadPoolExecutor(max_workers=workers)
         self._lock = threading.Lock()
         self._copies: dict[str, dict] = {}

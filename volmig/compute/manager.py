@@ -60,7 +60,8 @@ class ComputeManager:
         self._began = time.monotonic()
         self._swaps_to_recover: list[dict] = []
         self._connector: dict = {}
-        self.copies = copies.VolumeCopies(CONF)
+        self.volumes = volumes.VolumeConnector(CONF)
+        self.copies = copies.VolumeCopies(CONF, self.volumes)
 
     # Service plumbing.
 
@@ -82,7 +83,7 @@ class ComputeManager:
     def init_host(self) -> None:
         self.driver.power_listener = self._guest_powered_off
         self.driver.init_host(self.host)
-        self._connector = volumes.VolumeConnector(CONF).properties(self.host)
+        self._connector = self.volumes.properties(self.host)
         # Before serving: later swaps are this process's own.
         self._swaps_to_recover = self.driver.swaps_to_recover()
 

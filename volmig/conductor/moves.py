@@ -306,10 +306,48 @@ class MoveConductor:
 
     def _notifying(self, ctxt, move: dict) -> dict:
         self._tell_cinder(ctxt, move, error=False)
+        self._keep_attachments(ctxt, move)
         LOG.info('Cinder\'s migration of volume %(old)s is complete: every '
                  'guest is on its new data (sha256 %(sum)s)',
                  {'old': move['old_volume_id'], 'sum': move['checksum']})
         return records.update(ctxt, move['id'], NOTIFYING, status=DONE)
+
+    def _keep_attachments(self, ctxt, move: dict) -> None:
+        """Each server's attachment again, where Cinder lost it.
+
+        Cinder's completion (29.0.0) casts the delete of the old data,
+        which carries the new volume's id by then, before it moves the new
+        attachments onto the volume's id; an attachment not moved yet when
+        the delete lands is deleted with it. Cinder is settled once the
+        call returned, and the guest still uses the same file.
+        """
+        for entry in move['attachments'].values():
+            bdm = db.bdm_get_by_volume(ctxt, entry['instance_uuid'],
+                                       move['old_volume_id'])
+            try:
+                self.volume_api.attachment_get(ctxt, bdm['attachment_id'])
+                continue
+            except exception.AttachmentNotFound:
+                pass
+            attachment = self.volume_api.attachment_create(
+                ctxt, move['old_volume_id'], entry['instance_uuid'],
+                entry['attach_mode'])
+            # Recorded first: a resumed step finds it and goes on.
+            db.bdm_update(ctxt, bdm['id'],
+                          {'attachment_id': attachment['id']})
+            attachment = self.volume_api.attachment_update(
+                ctxt, attachment['id'], services.connector(
+                    ctxt, entry['host'], entry['attach_mode']))
+            self.volume_api.attachment_complete(ctxt, attachment['id'])
+            db.bdm_update(ctxt, bdm['id'], {'connection_info': dict(
+                attachment['connection_info'],
+                multiattach=bdm['connection_info'].get('multiattach'))})
+            LOG.warning('Cinder lost the attachment of volume %(volume)s '
+                        'to server %(server)s when it completed the '
+                        'migration; attached it again as %(attachment)s',
+                        {'volume': move['old_volume_id'],
+                         'server': entry['instance_uuid'],
+                         'attachment': attachment['id']})
 
     def _failing(self, ctxt, move: dict) -> dict:
         """The guests go back to the old volume; Cinder drops the new."""

@@ -69,6 +69,14 @@ class VolumeAdapter(abc.ABC):
         """
         raise exception.MigrationNotSupported(backend=type(self).__name__)
 
+    def migrate_volume_completion(self, ctxt, volume_id: str,
+                                  new_volume_id: str, error: bool) -> None:
+        """Tell the block-storage service that its own migration of an
+        attached volume into ``new_volume_id`` ended (Cinder's
+        ``os-migrate_volume_completion``). Only a service that migrates
+        through the compute API's swap has one."""
+        raise exception.MigrationNotSupported(backend=type(self).__name__)
+
     def drain_pool(self, ctxt, pool: str, target_pool: str,
                    max_parallel: int = 1,
                    max_bandwidth_mbps: int | None = None,

@@ -38,9 +38,11 @@ def _refusals(action: str, not_found=exception.VolumeNotFound):
 
     def decorator(method):
         @functools.wraps(method)
-        def wrapper(self, ctxt, ref, *args, **kwargs):
+        def wrapper(self, ctxt, *args, **kwargs):
+            # The id a 404 is about: the method's first argument.
+            ref = args[0] if args else None
             try:
-                return method(self, ctxt, ref, *args, **kwargs)
+                return method(self, ctxt, *args, **kwargs)
             except cinder_exc.NotFound as exc:
                 if not_found is None:
                     raise exception.BlockStorageRefused(
@@ -143,13 +145,10 @@ class CinderVolumeAdapter(base.VolumeAdapter):
         return _volume(self._client.volumes.get(volume_id),
                        self._attachments_of(volume_id))
 
+    @_refusals('list volumes', not_found=None)
     def list_volumes(self, ctxt):
-        try:
-            volumes = self._client.volumes.list()
-            attachments = self._attachments_of()
-        except (cinder_exc.ClientException, ks_exc.ClientException) as exc:
-            raise exception.BlockStorageUnavailable(
-                action='list volumes', reason=exception.safe_message(exc))
+        volumes = self._client.volumes.list()
+        attachments = self._attachments_of()
         return [_volume(volume, [a for a in attachments
                                  if a['volume_id'] == volume.id])
                 for volume in volumes]
