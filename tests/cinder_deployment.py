@@ -6,9 +6,15 @@ directory bind-mounted where os-brick looks for the share's mount
 (``<mnt>/<md5 of the share>``), so no NFS is mounted; volmig's agents use
 the same mount base. Cinder authenticates with Keystone
 (``auth_strategy = keystone``).
+
+Two more backends, nfs-c and nfs-d, belong to a second cinder-volume that
+loads volmig's manager (``volume_manager``); a test starts it on its own
+volmig's broker with ``start_volmig_volume``. nfs-d's share is a small
+tmpfs, so a copy of a volume full of data fails there.
 """
 
 import hashlib
+import json
 import os
 import subprocess
 import uuid
@@ -20,6 +26,11 @@ from tests import openstack
 from tests.integration import cluster
 
 BACKENDS = ('nfs-a', 'nfs-b')
+# Run by the cinder-volume that loads volmig's manager.
+VOLMIG_BACKENDS = ('nfs-c', 'nfs-d')
+VOLMIG_MANAGER = 'volmig.cinder.manager.VolumeManager'
+# nfs-d's share: room for the writes of a guest, not for 256 MiB.
+SMALL_SHARE = '160m'
 PG_URL = 'postgresql+psycopg2://postgres@127.0.0.1:5432/postgres'
 
 
@@ -50,7 +61,7 @@ class Cinder(openstack.Processes):
         db_url = self._database()
         self.exports = {}
         backends = {}
-        for name in BACKENDS:
+        for name in BACKENDS + VOLMIG_BACKENDS:
             backends.update(self._backend(name))
         conf = os.path.join(self.dir, 'cinder.conf')
         etc = os.path.join(openstack.CINDER_VENV, 'etc', 'cinder')
@@ -58,7 +69,7 @@ class Cinder(openstack.Processes):
                 'username': 'cinder', 'password': openstack.SERVICE_PASSWORD,
                 'user_domain_id': 'default', 'project_name': 'service',
                 'project_domain_id': 'default'}
-        openstack.ini(conf, dict({
+        self._sections = dict({
             'DEFAULT': {
                 'auth_strategy': 'keystone', 'debug': 'true',
                 'transport_url': vhost.url,
@@ -89,10 +100,11 @@ class Cinder(openstack.Processes):
                 'helper_command': 'privsep-helper --config-file %s' % conf},
             'privsep': {
                 'helper_command': 'privsep-helper --config-file %s' % conf}},
-            **backends))
-        env = dict(os.environ, PATH='%s:%s' % (
+            **backends)
+        openstack.ini(conf, self._sections)
+        self.env = env = dict(os.environ, PATH='%s:%s' % (
             os.path.join(openstack.CINDER_VENV, 'bin'), os.environ['PATH']))
-        binary = os.path.join(openstack.CINDER_VENV, 'bin')
+        self.binary = binary = os.path.join(openstack.CINDER_VENV, 'bin')
         synced = subprocess.run([os.path.join(binary, 'cinder-manage'),
                                  '--config-file', conf, 'db', 'sync'],
                                 capture_output=True, text=True, timeout=180,
@@ -113,22 +125,73 @@ class Cinder(openstack.Processes):
         except RuntimeError as exc:
             raise RuntimeError('%s; its errors:\n%s' % (exc, self.errors()))
         self.types = {}
-        for name in BACKENDS:
-            self.types[name] = self._type(name, name, multiattach=False)
-            self.types[name + '-multi'] = self._type(name + '-multi', name,
-                                                     multiattach=True)
+        for name in BACKENDS + VOLMIG_BACKENDS:
+            self.types[name] = self._type(name, {
+                'volume_backend_name': name})
+            self.types[name + '-multi'] = self._type(name + '-multi', {
+                'volume_backend_name': name, 'multiattach': '<is> True'})
+        # Either backend of volmig's manager: a volume of this type may
+        # migrate between them (a type that names a backend may not).
+        self.types['volmig'] = self._type('volmig', {
+            'volmig_manager': '<is> True'})
+
+    def start_volmig_volume(self, transport_url: str) -> None:
+        """The cinder-volume of nfs-c and nfs-d, with volmig's manager
+        reaching volmig on ``transport_url``; stopped by the test."""
+        conf = os.path.join(self.dir, 'cinder-volmig.conf')
+        sections = dict(self._sections, volmig={
+            'transport_url': transport_url, 'timeout': 300})
+        sections['DEFAULT'] = dict(
+            sections['DEFAULT'], enabled_backends=','.join(VOLMIG_BACKENDS),
+            volume_manager=VOLMIG_MANAGER,
+            log_file='volmig-manager.log')
+        openstack.ini(conf, sections)
+        log = os.path.join(self.dir, 'volmig-manager.log')
+        offset = os.path.getsize(log) if os.path.exists(log) else 0
+        process = self.spawn('cinder-volume-volmig', [
+            os.path.join(self.binary, 'cinder-volume'), '--config-file',
+            conf], self.dir, env=self.env)
+
+        def serving() -> bool:
+            # Each backend's process logs this once it consumes its queue.
+            with open(log) as lines:
+                lines.seek(offset)
+                return lines.read().count(
+                    'Driver post RPC initialization completed') == len(
+                        VOLMIG_BACKENDS)
+        try:
+            openstack.wait_for("cinder-volume with volmig's manager",
+                               lambda: serving() and self._pools_ready(4),
+                               timeout=180, process=process)
+        except RuntimeError as exc:
+            raise RuntimeError('%s; its errors:\n%s' % (exc, self.errors()))
+
+    def pool_of(self, backend: str) -> str:
+        """A backend's pool, as ``os-migrate_volume`` names its host."""
+        answer = self.request('GET', '/scheduler-stats/get_pools')
+        answer.raise_for_status()
+        [name] = [pool['name'] for pool in answer.json()['pools']
+                  if pool['name'].partition('@')[2].startswith(
+                      backend + '#')]
+        return name
 
     def errors(self) -> str:
-        """The ERROR lines of every Cinder log, for a failure's message."""
+        """The ERROR lines of every Cinder log, for a failure's message:
+        each error's first line and the exception it ends with, not the
+        frames of its traceback."""
         found = []
         for name in sorted(os.listdir(self.dir)):
             if name.endswith('.log'):
                 with open(os.path.join(self.dir, name)) as log:
-                    found += ['%s: %s' % (name, line.rstrip()[:300])
-                              for line in log
-                              if ' ERROR ' in line and ' DEBUG ' not in line
-                              and 'Traceback' not in line]
-        return '\n'.join(found[:12])
+                    for line in log:
+                        message = line.partition(' ERROR ')[2].partition(
+                            ' ')[2]
+                        if (message and not message.startswith(' ')
+                                and not message.startswith('Traceback')
+                                and 'log_opt_values' not in message):
+                            found.append('%s: %s' % (name,
+                                                     message.rstrip()[:400]))
+        return '\n'.join(found[:16])
 
     def _database(self) -> str:
         name = 'cinder_test_%s' % uuid.uuid4().hex[:12]
@@ -148,6 +211,12 @@ class Cinder(openstack.Processes):
     def _backend(self, name: str) -> dict:
         export = os.path.join(self.dir, 'exports', name)
         os.makedirs(export)
+        if name == 'nfs-d':
+            subprocess.run(['mount', '-t', 'tmpfs', '-o',
+                            'size=%s' % SMALL_SHARE, 'tmpfs', export],
+                           check=True)
+            self.addCleanup(subprocess.run, ['umount', '-l', export],
+                            check=False)
         share = '127.0.0.1:%s' % export
         mount = os.path.join(self.mount_base,
                              hashlib.md5(share.encode(),
@@ -168,7 +237,9 @@ class Cinder(openstack.Processes):
             'nfs_sparsed_volumes': 'true',
             'nas_secure_file_operations': 'false',
             'nas_secure_file_permissions': 'false',
-            'extra_capabilities': '{"multiattach": true}'}}
+            'extra_capabilities': json.dumps({
+                'multiattach': True,
+                'volmig_manager': name in VOLMIG_BACKENDS})}}
 
     def request(self, method: str, path: str, **kwargs):
         kwargs.setdefault('headers', {}).setdefault(
@@ -179,15 +250,13 @@ class Cinder(openstack.Processes):
     def api_ready(self) -> bool:
         return self.request('GET', '/types').ok
 
-    def _pools_ready(self) -> bool:
+    def _pools_ready(self, count: int = len(BACKENDS)) -> bool:
+        """Whether the scheduler has heard of ``count`` live pools."""
         answer = self.request('GET', '/scheduler-stats/get_pools')
         pools = answer.json().get('pools', []) if answer.ok else []
-        return len(pools) == len(BACKENDS)
+        return len(pools) >= count
 
-    def _type(self, name: str, backend: str, multiattach: bool) -> str:
-        specs = {'volume_backend_name': backend}
-        if multiattach:
-            specs['multiattach'] = '<is> True'
+    def _type(self, name: str, specs: dict) -> str:
         created = self.request('POST', '/types', json={'volume_type': {
             'name': name, 'extra_specs': specs}})
         created.raise_for_status()

@@ -53,6 +53,8 @@ if [ ! -x .venv-cinder/bin/cinder-api ]; then
     python3 -m venv .venv-cinder
     .venv-cinder/bin/pip install -q cinder==29.0.0 psycopg2-binary
 fi
+# volmig's manager for cinder-volume (volmig.cinder), on Cinder's pins.
+.venv-cinder/bin/pip install -q --no-deps -e .
 if [ ! -x .venv-keystone/bin/gunicorn ]; then
     python3 -m venv .venv-keystone
     .venv-keystone/bin/pip install -q keystone==30.0.0 gunicorn \

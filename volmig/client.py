@@ -18,7 +18,8 @@ without volmig's global ``CONF``::
 
     client = MigrationClient(transport=cinder_rpc_transport)
     # or MigrationClient(conf=cinder_conf), which builds a transport from
-    # the conf's transport_url, and MigrationClient.close() releases it.
+    # the conf's transport_url (or from ``url``, to reach volmig on a
+    # broker of its own), and MigrationClient.close() releases it.
 
 Semantic versioning: ``__version__`` changes its major number when a
 method, argument or returned key is removed or changes meaning; its
@@ -33,7 +34,7 @@ from volmig import exception
 from volmig import rpc
 from volmig import states
 
-__version__ = '1.2.0'
+__version__ = '1.3.0'
 
 TOPIC = 'volmig-api'
 RPC_API_VERSION = '1.0'
@@ -44,14 +45,16 @@ SRC_RELEASED_OR_LATER = states.COMPLETE_REQUESTED - {states.COMPLETING}
 class MigrationClient:
 
     def __init__(self, transport=None, conf=None,
-                 timeout: int | None = None, poll_interval: float = 0.2):
+                 timeout: int | None = None, poll_interval: float = 0.2,
+                 url: str | None = None):
         """``transport``: the caller's oslo.messaging RPC transport;
-        ``conf``: a ConfigOpts to build one from. With neither, volmig's
-        own (``volmig.rpc.init``)."""
+        ``conf``: a ConfigOpts to build one from, on ``url`` if given
+        (else the conf's ``transport_url``). With neither, volmig's own
+        (``volmig.rpc.init``)."""
         self._owned = None
         if transport is None and conf is not None:
             transport = self._owned = messaging.get_rpc_transport(
-                conf, allowed_remote_exmods=rpc.ALLOWED_EXMODS)
+                conf, url=url, allowed_remote_exmods=rpc.ALLOWED_EXMODS)
         if transport is not None:
             _register_lazy_opts(transport.conf)
         self._client = rpc.get_client(TOPIC, RPC_API_VERSION,

@@ -6,6 +6,7 @@ from oslo_messaging import opts as messaging_opts
 from oslo_reports import opts as reports_opts
 
 from volmig import conf as volmig_conf
+from volmig import rpc
 from volmig.conf import CONF
 from volmig.conf import opts
 from volmig.db import api as db_api
@@ -19,7 +20,7 @@ def register_opts(conf=CONF) -> None:
     volmig_conf.register_opts(conf)
     logging.register_options(conf)
     reports_opts.set_defaults(conf)
-    messaging.set_transport_defaults('volmig')
+    messaging.set_transport_defaults(rpc.EXCHANGE)
     # oslo.messaging registers these lazily; volmig sets defaults on them
     # (and tests override them) before any transport exists.
     for group, group_opts in messaging_opts.list_opts():

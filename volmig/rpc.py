@@ -14,6 +14,9 @@ from volmig.conf import CONF
 
 # Typed exceptions from this module cross RPC as themselves.
 ALLOWED_EXMODS = ['volmig.exception']
+# volmig's topics live in this exchange, whichever service's transport
+# (Cinder's defaults to its own) a client is built on.
+EXCHANGE = 'volmig'
 
 _TRANSPORT = None
 _NOTIFICATION_TRANSPORT = None
@@ -93,7 +96,8 @@ def get_client(topic: str, version: str, version_cap: str | None = None,
                timeout: int | None = None,
                rpc_transport=None) -> messaging.RPCClient:
     """A client on ``rpc_transport``, or on volmig's own."""
-    target = messaging.Target(topic=topic, version=version)
+    target = messaging.Target(exchange=EXCHANGE, topic=topic,
+                              version=version)
     return messaging.get_rpc_client(
         rpc_transport or transport(), target,
         version_cap=version_cap,

@@ -1,95 +1,22 @@
-"""Cinder as volmig's block storage: real Keystone and Cinder processes.
-
-One Keystone and one Cinder (api, scheduler, volume on PostgreSQL, two
-backends of Cinder's NFS driver on bind-mounted directories) serve every
-test of a class; each test gets its own volmig deployment (conductor,
-api, one qemu agent) with ``[volume] backend = cinder``. Guests are
-volmig-guest with its writer, and bytes are checked in the file Cinder
-keeps for the volume.
-"""
+"""Cinder as volmig's block storage, and an unmodified Cinder migrating
+attached volumes through volmig's compute API (``cinder_base`` has the
+deployment)."""
 
 import os
 import signal
 import subprocess
 import time
 
-import fixtures
-import testtools
-
-from tests import cinder_deployment
 from tests import openstack
-from tests.integration import base
+from tests.integration import cinder_base
 from tests.integration import cluster
-from tests.integration import test_real_guests
 from volmig.db import moves
 
 # The steps of a volume move that follow the copy.
 AFTER_COPY = ['completing', 'releasing', 'notifying']
 
 
-@testtools.skipIf(openstack.missing(), openstack.missing())
-class CinderTestCase(test_real_guests.RealGuestTestCase):
-    COMPUTES = 1
-    VOLUME_SERVICE = False
-    COMPUTE_OPTIONS: dict = {}
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls._deployment = fixtures.Fixture()
-        cls._deployment.setUp()
-        try:
-            cls.keystone = cls._deployment.useFixture(openstack.Keystone())
-            cls.keystone.service_user('volmig')
-            # Cinder finds the compute API in Keystone's catalog.
-            cls.volmig_port = base.free_port()
-            cls.cinder = cls._deployment.useFixture(cinder_deployment.Cinder(
-                cls.keystone, 'http://127.0.0.1:%d/v2.1' % cls.volmig_port))
-        except Exception:
-            cls._deployment.cleanUp()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls._deployment.cleanUp()
-        super().tearDownClass()
-
-    def api_port(self):
-        return self.volmig_port
-
-    def process_options(self):
-        # Only the services talk to Cinder and Keystone. keystoneauth
-        # registers a plugin's options when it loads one, so they are not
-        # options of this test process.
-        options = {name: self.cinder.volmig_options()
-                   for name in ('conductor', 'api', *self.hosts)}
-        # Cinder calls the compute API with Keystone tokens.
-        options['api'].update(self.cinder.keystone_authtoken_options())
-        return options
-
-    def rest(self, method, path, body=None, token=None):
-        return super().rest(method, path, body,
-                            token or self.keystone.admin.get_token())
-
-    def cinder_volume(self, volume_type='nfs-a', multiattach=False):
-        """A 1 GiB Cinder volume made through volmig's API, available."""
-        code, body = self.rest('POST', '/os-volumes', {'volume': {
-            'size': 1, 'pool': volume_type, 'multiattach': multiattach}})
-        self.assertEqual(200, code, body)
-        volume_id = body['volume']['id']
-        self.wait_until(lambda: self.cinder.volume(volume_id)['status']
-                        == 'available', timeout=60,
-                        what='Cinder volume %s to be available' % volume_id)
-        return body['volume']
-
-    def cinder_attachments(self, volume_id):
-        answer = self.cinder.request(
-            'GET', '/attachments/detail?volume_id=%s' % volume_id)
-        answer.raise_for_status()
-        return answer.json()['attachments']
-
-
-class CinderVolumesTest(CinderTestCase):
+class CinderVolumesTest(cinder_base.CinderTestCase):
 
     def test_guest_writes_reach_cinders_file_and_ro_is_cinders_own(self):
         data = self.cinder_volume()
@@ -173,22 +100,9 @@ class CinderVolumesTest(CinderTestCase):
         self.assertIn('itemNotFound', body)
 
 
-class CinderMigrationTest(CinderTestCase):
+class CinderMigrationTest(cinder_base.CinderTestCase):
     """An unmodified Cinder migrates attached volumes; volmig serves its
     swap requests with the live path."""
-
-    def retype(self, volume_id, new_type):
-        answer = self.cinder.request(
-            'POST', '/volumes/%s/action' % volume_id, json={'os-retype': {
-                'new_type': new_type, 'migration_policy': 'on-demand'}})
-        self.assertEqual(202, answer.status_code, answer.text)
-
-    def wait_cinder_migrated(self, volume_id):
-        return self.wait_until(
-            lambda: (lambda v: v if v.get('migration_status') in (
-                'success', 'error') else None)(
-                    self.cinder.volume(volume_id)), timeout=300,
-            what='Cinder to migrate volume %s' % volume_id)
 
     def test_retype_moves_an_attached_volume_live(self):
         data = self.cinder_volume('nfs-a')
@@ -231,41 +145,6 @@ class CinderMigrationTest(CinderTestCase):
         new_file = self.cinder.volume_file(volume)
         self.assertIn('/nfs-b/', new_file)
         self.assert_acked_on(new_file, self.acks(server, data['id']))
-
-    @staticmethod
-    def open_by(pid: int):
-        """What a process has open now: (device, inode) of each file, and
-        the names of those deleted since it opened them. QEMU opens the
-        volumes through the share's mount point, so files are compared by
-        inode, not by name."""
-        fds = '/proc/%d/fd' % pid
-        inodes, deleted = set(), []
-        for fd in os.listdir(fds):
-            try:
-                target = os.readlink(os.path.join(fds, fd))
-                found = os.stat(os.path.join(fds, fd))
-            except FileNotFoundError:
-                continue
-            inodes.add((found.st_dev, found.st_ino))
-            if target.endswith(' (deleted)'):
-                deleted.append(target)
-        return inodes, deleted
-
-    def open_files(self, server):
-        with open(os.path.join(self.guest_dir(server), 'qemu.pid')) as pid:
-            return self.open_by(int(pid.read()))
-
-    def holds(self, server, path) -> bool:
-        found = os.stat(path)
-        return (found.st_dev, found.st_ino) in self.open_files(server)[0]
-
-    def shared_volume(self, content=b''):
-        """A multiattach volume beginning with ``content``."""
-        volume = self.cinder_volume('nfs-a-multi', multiattach=True)
-        path = self.cinder.volume_file(self.cinder.volume(volume['id']))
-        with open(path, 'r+b') as handle:
-            handle.write(content)
-        return volume, path
 
     def test_read_only_shares_switch_together(self):
         content = os.urandom(4 * 1024 * 1024)
@@ -331,27 +210,6 @@ class CinderMigrationTest(CinderTestCase):
         return self.wait_until(
             lambda: moves.get_all(self.admin, statuses), timeout=120,
             what='a volume move to be %s' % ' or '.join(statuses))
-
-    def filled_volume(self, mib=256):
-        """A volume with data to copy, so the copy takes a while."""
-        volume = self.cinder_volume('nfs-a')
-        with open(self.cinder.volume_file(self.cinder.volume(
-                volume['id'])), 'r+b') as handle:
-            for _ in range(mib):
-                handle.write(os.urandom(1024 * 1024))
-        return volume
-
-    def assert_moved_exactly(self, server, volume_id):
-        volume = self.wait_cinder_migrated(volume_id)
-        self.assertEqual('success', volume['migration_status'],
-                         self.cinder.errors())
-        written = len(self.acks(server, volume_id))
-        self.wait_for_acks(server, volume_id, written + 10)
-        self.wait_for_status(server, 'ACTIVE')
-        self.stop(server)
-        new_file = self.cinder.volume_file(volume)
-        self.assertIn('/nfs-b/', new_file)
-        self.assert_acked_on(new_file, self.acks(server, volume_id))
 
     def test_agent_killed_mid_copy_copies_again(self):
         data = self.filled_volume()

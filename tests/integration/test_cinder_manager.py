@@ -1,0 +1,156 @@
+"""The proposal inside Cinder: cinder-volume with volmig's manager
+(``volume_manager = volmig.cinder.manager.VolumeManager``) migrates an
+attached volume itself: volmig starts, Cinder copies, volmig completes.
+
+Each test starts that cinder-volume (backends nfs-c and nfs-d) on its own
+volmig's broker. No volume move of volmig's compute API is involved.
+"""
+
+import os
+
+from testtools import content
+
+from tests.integration import cinder_base
+from volmig import states
+from volmig.conductor import moves as conductor_moves
+from volmig.db import moves
+
+
+class CinderManagerTest(cinder_base.CinderTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.cinder.start_volmig_volume(self.vhost.url)
+        self.addCleanup(self.cinder.stop, 'cinder-volume-volmig')
+        self.addOnException(lambda exc_info: self.addDetail(
+            'volmig-manager.log', content.text_content(self.manager_log())))
+
+    def assert_no_volume_move(self):
+        """Cinder never called the compute API's swap."""
+        self.assertEqual([], moves.get_all(
+            self.admin, conductor_moves.ACTIVE + (conductor_moves.DONE,
+                                                  conductor_moves.FAILED)))
+
+    def manager_log(self):
+        with open(os.path.join(self.cinder.dir, 'volmig-manager.log')) as log:
+            return log.read()
+
+    def assert_attached_as_volmig_maps(self, volume_id, servers, mode):
+        """Cinder's attachments of the volume are volmig's mappings.
+
+        Cinder records its migration's success before it moves the new
+        attachments onto the volume's id: they are listed a moment later.
+        """
+        attachments = self.wait_until(
+            lambda: (lambda found: found if sorted(
+                a['instance'] for a in found) == sorted(servers) else None)(
+                    self.cinder_attachments(volume_id)), timeout=30,
+            what='the attachments of servers %s' % ', '.join(servers))
+        self.assertEqual({('attached', mode)}, {
+            (a['status'], a['attach_mode']) for a in attachments})
+        self.assertEqual(
+            sorted((volume_id, a['id']) for a in attachments),
+            sorted((bdm['volume_id'], bdm['attachment_id'])
+                   for server in servers for bdm in
+                   self.conductor.instance_get(
+                       self.admin, server)['block_devices']))
+
+    def test_migrate_moves_an_attached_volume_live(self):
+        data = self.cinder_volume('volmig')
+        server = self.boot([data])
+        self.wait_for_acks(server, data['id'], 20)
+        volume = self.cinder.volume(data['id'])
+        old_file = self.cinder.volume_file(volume)
+        source = volume['os-vol-host-attr:host'].rpartition('#')[2]
+        target = {'nfs-c': 'nfs-d', 'nfs-d': 'nfs-c'}[source]
+        self.migrate(data['id'], self.cinder.pool_of(target))
+        volume = self.wait_cinder_migrated(data['id'])
+        self.assertEqual('success', volume['migration_status'],
+                         self.cinder.errors())
+        self.assertEqual(('in-use', 'volmig'),
+                         (volume['status'], volume['volume_type']))
+        self.assert_attached_as_volmig_maps(data['id'], [server], 'rw')
+        self.wait_until(lambda: not os.path.exists(old_file), timeout=60,
+                        what='Cinder to delete the old data')
+        # volmig's live path ran for the attachment, driven by Cinder's
+        # manager: started before Cinder's copy, completed after it.
+        [migration] = self.client.list(self.ctxt, volume_id=data['id'])
+        self.assertEqual('live', migration['mode'])
+        self.client.wait_for(self.ctxt, migration['id'], states.COMPLETED)
+        self.assert_no_volume_move()
+        self.assert_moved_exactly(server, data['id'], target)
+
+    def test_retype_switches_read_only_shares_together(self):
+        content = os.urandom(4 * 1024 * 1024)
+        shared, old_file = self.shared_volume(content, 'nfs-c-multi')
+        servers = [self.boot([shared], mode='ro') for _ in range(2)]
+        self.retype(shared['id'], 'nfs-d-multi')
+        volume = self.wait_cinder_migrated(shared['id'])
+        self.assertEqual('success', volume['migration_status'],
+                         self.cinder.errors())
+        self.assertEqual(('in-use', 'nfs-d-multi'),
+                         (volume['status'], volume['volume_type']))
+        # Every attachment is there: the delete of the old data waited
+        # for Cinder's completion to move them onto the volume's id.
+        self.assert_attached_as_volmig_maps(shared['id'], servers, 'ro')
+        self.wait_until(lambda: not os.path.exists(old_file), timeout=60,
+                        what='Cinder to delete the old data')
+        new_file = self.cinder.volume_file(volume)
+        self.assertIn('/nfs-d/', new_file)
+        for server in servers:
+            self.assertTrue(self.holds(server, new_file))
+            self.assertEqual([], self.open_files(server)[1])
+        with open(new_file, 'rb') as handle:
+            self.assertEqual(content, handle.read(len(content)))
+        self.assert_no_volume_move()
+
+    def test_two_read_write_shares_are_refused_before_any_start(self):
+        shared, old_file = self.shared_volume(volume_type='nfs-c-multi')
+        servers = [self.boot([shared], image=image) for image in
+                   ('volmig-guest', 'volmig-guest-r1')]
+        for server in servers:
+            self.wait_for_acks(server, shared['id'], 10)
+        self.retype(shared['id'], 'nfs-d-multi')
+        volume = self.wait_cinder_migrated(shared['id'])
+        self.assertEqual(('error', 'in-use', 'nfs-c-multi'),
+                         (volume['migration_status'], volume['status'],
+                          volume['volume_type']))
+        self.assertIn('volmig did not start attachment', self.manager_log())
+        self.assertIn('at least one is read/write', self.manager_log())
+        # volmig refused the first start: no guest left its volume.
+        self.assertEqual([], self.client.list(self.ctxt,
+                                              volume_id=shared['id']))
+        self.assert_attached_as_volmig_maps(shared['id'], servers, 'rw')
+        for region, server in enumerate(servers):
+            self.assertTrue(self.holds(server, old_file))
+            written = len(self.acks(server, shared['id']))
+            self.wait_for_acks(server, shared['id'], written + 10)
+            self.stop(server)
+            self.assert_acked_on(old_file, self.acks(server, shared['id']),
+                                 region=region)
+
+    def test_failed_copy_sends_the_guest_back_to_its_volume(self):
+        # More data than nfs-d's share holds: Cinder's copy fails.
+        data = self.filled_volume(256, 'nfs-c')
+        server = self.boot([data])
+        self.wait_for_acks(server, data['id'], 10)
+        old_file = self.cinder.volume_file(self.cinder.volume(data['id']))
+        before = sorted(os.listdir(self.cinder.exports['nfs-d']))
+        self.retype(data['id'], 'nfs-d')
+        volume = self.wait_cinder_migrated(data['id'])
+        self.assertEqual(('error', 'in-use', 'nfs-c'),
+                         (volume['migration_status'], volume['status'],
+                          volume['volume_type']))
+        [migration] = self.client.list(self.ctxt, volume_id=data['id'])
+        self.assertEqual(states.CANCELLED, migration['status'])
+        self.assert_attached_as_volmig_maps(data['id'], [server], 'rw')
+        self.assertIn('No space left on device', self.manager_log())
+        # Cinder deleted its new volume; the volume itself is whole.
+        self.wait_until(lambda: sorted(os.listdir(
+            self.cinder.exports['nfs-d'])) == before, timeout=60,
+            what='the new volume to go')
+        self.assertTrue(self.holds(server, old_file))
+        written = len(self.acks(server, data['id']))
+        self.wait_for_acks(server, data['id'], written + 10)
+        self.stop(server)
+        self.assert_acked_on(old_file, self.acks(server, data['id']))

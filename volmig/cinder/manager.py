@@ -1,0 +1,238 @@
+"""cinder-volume's manager, with volmig's live migration of attached
+volumes.
+
+cinder.conf::
+
+    [DEFAULT]
+    volume_manager = volmig.cinder.manager.VolumeManager
+    [volmig]
+    transport_url = rabbit://cinder-volmig:SECRET@volmig-rabbit:5672/
+
+Cinder migrates a detached volume by itself: it creates the new volume on
+the destination backend, copies (``_copy_volume_data``) and completes. An
+attached one it hands to the compute service, one swap per attachment.
+This manager runs Cinder's detached sequence for an attached volume too,
+with volmig around the copy:
+
+1. Cinder creates the new volume;
+2. volmig starts each attachment: from then on nothing writes to the old
+   volume. volmig's rules decide what may start (two read/write
+   attachments of a multiattach volume may not): a refusal comes before
+   any guest is touched, and Cinder deletes the new volume;
+3. Cinder copies between the backends, so any pair of Cinder drivers
+   works. If the copy fails, volmig cancels each start: the guests stay
+   on the old volume;
+4. volmig completes each attachment onto an attachment of the new volume;
+5. the old attachments are deleted, and Cinder's completion gives the new
+   data the volume's id and deletes the old data.
+
+From step 4 a guest may be on the new volume, so Cinder keeps it whatever
+fails next (``migration_status`` is ``completing``), and the error names
+the volmig migrations an operator recovers.
+
+Tested with Cinder 29.0.0. It relies on ``_migrate_volume_generic``
+calling ``_copy_volume_data`` and then ``migrate_volume_completion`` for a
+volume without attachments, and on ``delete_volume`` taking the
+``<volume id>-delete_volume`` lock of Cinder's coordinator.
+"""
+
+import time
+
+from cinder import coordination
+from cinder import exception as cinder_exception
+from cinder import objects
+from cinder.objects import fields
+from cinder.volume import api as cinder_api
+from cinder.volume import manager
+from oslo_config import cfg
+from oslo_log import log as logging
+from oslo_utils import excutils
+
+from volmig import client
+from volmig import context as volmig_context
+from volmig import exception
+from volmig import states
+from volmig.cinder import opts
+
+CONF = cfg.CONF
+opts.register_opts(CONF)
+LOG = logging.getLogger(__name__)
+# Seconds between looks at an attachment volmig is completing.
+POLL_INTERVAL = 0.2
+
+
+class VolumeManager(manager.VolumeManager):
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # The attached volumes this process is migrating, by id.
+        self._moves: dict[str, Move] = {}
+        self._client: client.MigrationClient | None = None
+
+    def _volmig(self) -> client.MigrationClient:
+        # Made on first use: cinder-volume forks a process per backend
+        # after it makes their managers, and a transport's connections do
+        # not survive a fork.
+        if self._client is None:
+            self._client = client.MigrationClient(
+                conf=CONF, url=CONF.volmig.transport_url)
+        return self._client
+
+    def _migrate_volume_generic(self, ctxt, volume, backend,
+                                new_type_id) -> None:
+        if not volume.volume_attachment:
+            return super()._migrate_volume_generic(ctxt, volume, backend,
+                                                   new_type_id)
+        self._moves[volume.id] = Move(self._volmig(), self, ctxt, volume)
+        try:
+            # Cinder's own sequence for a detached volume; the two methods
+            # below put volmig around its copy.
+            super()._migrate_volume_generic(ctxt, _detached_view(volume),
+                                            backend, new_type_id)
+        finally:
+            del self._moves[volume.id]
+
+    def _copy_volume_data(self, ctxt, src_vol, dest_vol,
+                          remote=None) -> None:
+        move = self._moves.get(src_vol.id)
+        if move is None:
+            return super()._copy_volume_data(ctxt, src_vol, dest_vol,
+                                             remote)
+        move.start()
+        try:
+            super()._copy_volume_data(ctxt, src_vol, dest_vol, remote)
+        except Exception:
+            with excutils.save_and_reraise_exception():
+                move.cancel()
+        LOG.info('Volume %(src)s copied to %(dst)s while its guests wrote '
+                 'to their overlays', {'src': src_vol.id,
+                                       'dst': dest_vol.id})
+
+    def migrate_volume_completion(self, ctxt, volume, new_volume,
+                                  error=False):
+        move = self._moves.get(volume.id)
+        if move is None or error:
+            return super().migrate_volume_completion(ctxt, volume,
+                                                     new_volume, error)
+        # A guest may be on the new volume from here on: Cinder's cleanup
+        # deletes it only while the volume is still 'migrating'.
+        volume.migration_status = 'completing'
+        volume.save()
+        move.complete(volume, new_volume)
+        # The completion casts the delete of the old data, which carries
+        # the new volume's id by then, before it moves the new attachments
+        # onto the volume's id: a delete that came first would delete them
+        # with it. The delete takes this lock first.
+        with coordination.COORDINATOR.get_lock(
+                '%s-delete_volume' % new_volume.id):
+            return super().migrate_volume_completion(ctxt, volume,
+                                                     new_volume)
+
+
+def _detached_view(volume):
+    """The volume as Cinder's generic migration sees a detached one; the
+    attachments stay in the database, only this copy hides them."""
+    view = volume.obj_clone()
+    view.volume_attachment = objects.VolumeAttachmentList(
+        context=volume._context, objects=[])
+    view.volume_attachment.obj_reset_changes()
+    view.obj_reset_changes(['volume_attachment'])
+    return view
+
+
+class Move:
+    """One attached volume's migration: volmig's, per attachment."""
+
+    def __init__(self, volmig: client.MigrationClient,
+                 volume_manager: VolumeManager, ctxt, volume):
+        self.volmig = volmig
+        self.manager = volume_manager
+        self.ctxt = ctxt.elevated()
+        # volmig's migration client is for services.
+        self.service = volmig_context.RequestContext(
+            user_id=ctxt.user_id, project_id=ctxt.project_id,
+            roles=['service'], request_id=ctxt.request_id, overwrite=False)
+        self.volume_id = volume.id
+        self.modes = {attachment.id: attachment.attach_mode or 'rw'
+                      for attachment in volume.volume_attachment}
+        self.migrations: list[dict] = []
+
+    def start(self) -> None:
+        """Each attachment onto its overlay, or none."""
+        for attachment_id in sorted(self.modes):
+            try:
+                migration = self.volmig.start(self.service, attachment_id,
+                                              wait=False)
+                self.migrations.append(migration)
+                if migration['status'] == states.QUEUED:
+                    self.volmig.wait_for(self.service, migration['id'],
+                                         states.STARTED, CONF.volmig.timeout)
+            except Exception as exc:
+                self.cancel()
+                raise cinder_exception.VolumeMigrationFailed(
+                    reason='volmig did not start attachment %s of volume '
+                    '%s: %s' % (attachment_id, self.volume_id,
+                                exception.safe_message(exc))) from exc
+        LOG.info('volmig started %(count)d attachment(s) of volume %(id)s: '
+                 'nothing writes to it now',
+                 {'count': len(self.migrations), 'id': self.volume_id})
+
+    def cancel(self) -> None:
+        """Every started attachment back onto the old volume."""
+        for migration in self.migrations:
+            try:
+                current = self.volmig.get(self.service, migration['id'])
+                if current['status'] in (states.STARTED, states.QUEUED):
+                    self.volmig.cancel(self.service,
+                                       migration['src_attachment_id'])
+                self.volmig.wait_for(self.service, migration['id'],
+                                     states.CANCELLED, CONF.volmig.timeout)
+            except Exception:
+                LOG.exception('volmig could not take attachment %s back '
+                              'onto volume %s', migration['src_attachment_id'],
+                              self.volume_id)
+
+    def complete(self, volume, new_volume) -> None:
+        """Each guest onto the new volume, then the old attachments go."""
+        done = []
+        try:
+            for migration in self.migrations:
+                src_id = migration['src_attachment_id']
+                # One at a time: Cinder reserves a volume for one new
+                # attachment until it is complete.
+                dst = cinder_api.API().attachment_create(
+                    self.ctxt, new_volume, migration['instance_uuid'],
+                    attach_mode=self.modes[src_id])
+                self.volmig.complete(self.service, src_id, dst.id,
+                                     timeout=CONF.volmig.timeout)
+                done.append(migration['id'])
+                self._wait_attached(dst)
+        except Exception as exc:
+            self.migrations = [m for m in self.migrations
+                               if m['id'] not in done]
+            self.cancel()
+            raise cinder_exception.VolumeMigrationFailed(
+                reason='volmig switched the guests of migration(s) [%s] of '
+                'volume %s to volume %s, and not those of [%s], which went '
+                'back: %s. Both volumes are kept' % (
+                    ', '.join(done), self.volume_id, new_volume.id,
+                    ', '.join(m['id'] for m in self.migrations),
+                    exception.safe_message(exc))) from exc
+        for attachment_id in sorted(self.modes):
+            self.manager.attachment_delete(self.ctxt, attachment_id, volume)
+            volume.finish_detach(attachment_id)
+        LOG.info('volmig switched every guest of volume %(id)s to %(new)s',
+                 {'id': self.volume_id, 'new': new_volume.id})
+
+    def _wait_attached(self, attachment) -> None:
+        """volmig completes Cinder's attachment just after the guest is on
+        it; until then Cinder reserves the volume for no other."""
+        deadline = time.monotonic() + CONF.volmig.timeout
+        while attachment.attach_status != fields.VolumeAttachStatus.ATTACHED:
+            if time.monotonic() > deadline:
+                raise cinder_exception.VolumeMigrationFailed(
+                    reason='attachment %s of volume %s is still %s' % (
+                        attachment.id, attachment.volume_id,
+                        attachment.attach_status))
+            time.sleep(POLL_INTERVAL)
+            attachment.refresh()
