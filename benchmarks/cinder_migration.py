@@ -1,18 +1,24 @@
-"""Cinder's migration of a volume: volmig's live path against Cinder's
-own copy of the same volume detached.
+"""Cinder's migration of a volume: volmig's two live paths against
+Cinder's own copy of the same volume detached.
 
 Real Keystone and Cinder (``tests.openstack``, ``tests.cinder_deployment``)
 and a volmig deployment (conductor, api behind Keystone, one qemu agent)
-on this machine. The same volume size and data are moved from backend
-nfs-a to nfs-b by ``os-retype --migration-policy on-demand``:
+on this machine. The same volume size and data are moved to another
+backend of Cinder's NFS driver, on the same disk, by ``os-retype
+--migration-policy on-demand``:
 
-- detached: Cinder copies by itself (``dd`` through os-brick on the
-  cinder-volume host);
-- attached to a running volmig-guest whose writer keeps writing: Cinder
-  asks the compute API (volmig) to swap, and volmig carries it out live.
+- detached (nfs-a to nfs-b): Cinder copies by itself (``dd`` through
+  os-brick on the cinder-volume host);
+- attached to a running volmig-guest whose writer keeps writing:
+
+  - an unmodified Cinder (nfs-a to nfs-b) asks the compute API (volmig)
+    to swap, and volmig carries it out live, its agent copying;
+  - cinder-volume with volmig's manager (nfs-c to nfs-d) starts through
+    volmig, copies as it copies a detached volume, and completes through
+    volmig.
 
 Each time is from the retype request to Cinder's ``migration_status:
-success``; the attached run also checks every acknowledged write on the
+success``; the attached runs also check every acknowledged write on the
 new backend. Run as root (bind mounts), after ``tools/bootstrap.sh``::
 
     .venv/bin/python -m benchmarks.cinder_migration [--size-gb 1]
@@ -46,9 +52,10 @@ class Deployment(fixtures.Fixture):
         port = openstack.free_port()
         self.endpoint = 'http://127.0.0.1:%d/v2.1' % port
         self.cinder = self.useFixture(cinder_deployment.Cinder(
-            self.keystone, self.endpoint))
+            self.keystone, self.endpoint, small_share=False))
         self.dir = self.useFixture(fixtures.TempDir()).path
         vhost = self.useFixture(cluster.VhostFixture())
+        self.cinder.start_volmig_volume(vhost.url)
         config.parse_args([], default_config_files=[], setup_logging=False)
         images = os.path.join(self.dir, 'images')
         real_guest.register(images)
@@ -80,9 +87,9 @@ class Deployment(fixtures.Fixture):
         answer.raise_for_status()
         return answer.json() if answer.content else {}
 
-    def filled_volume(self, size_gb: int) -> str:
+    def filled_volume(self, size_gb: int, volume_type: str) -> str:
         volume_id = self.rest('POST', '/os-volumes', {'volume': {
-            'size': size_gb, 'pool': 'nfs-a'}})['volume']['id']
+            'size': size_gb, 'pool': volume_type}})['volume']['id']
         openstack.wait_for('the volume', lambda: self.cinder.volume(
             volume_id)['status'] == 'available')
         path = self.cinder.volume_file(self.cinder.volume(volume_id))
@@ -92,12 +99,12 @@ class Deployment(fixtures.Fixture):
             os.fsync(handle.fileno())
         return volume_id
 
-    def retype(self, volume_id: str) -> float:
+    def retype(self, volume_id: str, new_type: str) -> float:
         """Seconds from the request to Cinder's success."""
         began = time.monotonic()
         answer = self.cinder.request(
             'POST', '/volumes/%s/action' % volume_id, json={'os-retype': {
-                'new_type': 'nfs-b', 'migration_policy': 'on-demand'}})
+                'new_type': new_type, 'migration_policy': 'on-demand'}})
         answer.raise_for_status()
         volume = openstack.wait_for(
             'the migration', lambda: (lambda v: v if v.get(
@@ -134,43 +141,56 @@ class Deployment(fixtures.Fixture):
                               log.read())
 
 
+def attached(deployment: Deployment, size_gb: int, old_type: str,
+             new_type: str) -> tuple[float, int, int]:
+    """(seconds, writes acknowledged meanwhile, acknowledged blocks not on
+    the new volume) of a retype under a writing guest."""
+    volume_id = deployment.filled_volume(size_gb, old_type)
+    server_id = deployment.boot(volume_id)
+    openstack.wait_for('the writer', lambda: len(deployment.acks(
+        server_id, volume_id)) >= 20, timeout=300)
+    before = len(deployment.acks(server_id, volume_id))
+    seconds = deployment.retype(volume_id, new_type)
+    written = len(deployment.acks(server_id, volume_id)) - before
+    # Cinder's success may come before volmig's commit into the new
+    # volume ends; the server takes no other action until then.
+    openstack.wait_for('the commit', lambda: deployment.rest(
+        'GET', '/servers/%s' % server_id)['server'][
+            'OS-EXT-STS:task_state'] is None, timeout=300)
+    deployment.rest('POST', '/servers/%s/action' % server_id,
+                    {'os-stop': None})
+    openstack.wait_for('the guest to stop', lambda: deployment.rest(
+        'GET', '/servers/%s' % server_id)['server']['status']
+        == 'SHUTOFF', timeout=300)
+    new_file = deployment.cinder.volume_file(
+        deployment.cinder.volume(volume_id))
+    lost = guest_writes.mismatches(new_file, deployment.acks(
+        server_id, volume_id))
+    return seconds, written, len(lost)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--size-gb', type=int, default=1)
     args = parser.parse_args()
     with Deployment() as deployment:
-        detached = deployment.retype(deployment.filled_volume(args.size_gb))
-        volume_id = deployment.filled_volume(args.size_gb)
-        server_id = deployment.boot(volume_id)
-        openstack.wait_for('the writer', lambda: len(deployment.acks(
-            server_id, volume_id)) >= 20, timeout=300)
-        before = len(deployment.acks(server_id, volume_id))
-        attached = deployment.retype(volume_id)
-        written = len(deployment.acks(server_id, volume_id)) - before
-        # Cinder's success comes before volmig's commit into the new
-        # volume ends; the server takes no other action until then.
-        openstack.wait_for('the commit', lambda: deployment.rest(
-            'GET', '/servers/%s' % server_id)['server'][
-                'OS-EXT-STS:task_state'] is None, timeout=300)
-        deployment.rest('POST', '/servers/%s/action' % server_id,
-                        {'os-stop': None})
-        openstack.wait_for('the guest to stop', lambda: deployment.rest(
-            'GET', '/servers/%s' % server_id)['server']['status']
-            == 'SHUTOFF', timeout=300)
-        new_file = deployment.cinder.volume_file(
-            deployment.cinder.volume(volume_id))
-        lost = guest_writes.mismatches(new_file, deployment.acks(
-            server_id, volume_id))
-        steps = deployment.move_steps()
-    print('Cinder migration of a %d GiB volume (random data), nfs-a -> '
-          'nfs-b, os-retype on-demand' % args.size_gb)
-    print('  detached, Cinder\'s own copy:        %6.1f s' % detached)
-    print('  attached, live through volmig:       %6.1f s  (%.2fx; the '
-          'guest acknowledged %d writes meanwhile)' % (
-              attached, attached / detached, written))
-    print('  acknowledged blocks missing on nfs-b: %d' % len(lost))
-    print('  volmig\'s steps: %s' % ', '.join(
-        '%s %s s' % step for step in steps))
+        detached = deployment.retype(
+            deployment.filled_volume(args.size_gb, 'nfs-a'), 'nfs-b')
+        runs = [('unmodified Cinder, volmig\'s compute API',
+                 attached(deployment, args.size_gb, 'nfs-a', 'nfs-b'),
+                 deployment.move_steps()),
+                ('volmig\'s manager in cinder-volume',
+                 attached(deployment, args.size_gb, 'nfs-c', 'nfs-d'), [])]
+    print('Cinder migration of a %d GiB volume (random data) to another '
+          'backend, os-retype on-demand' % args.size_gb)
+    print('  detached, Cinder\'s own copy:             %6.1f s' % detached)
+    for name, (seconds, written, lost), steps in runs:
+        print('  attached, %-40s %6.1f s  (%.2fx; %d writes acknowledged '
+              'meanwhile, %d missing on the new volume)' % (
+                  name + ':', seconds, seconds / detached, written, lost))
+        if steps:
+            print('    volmig\'s steps: %s' % ', '.join(
+                '%s %s s' % step for step in steps))
 
 
 if __name__ == '__main__':
