@@ -133,10 +133,11 @@ class Cinder(openstack.Processes):
                 'volume_backend_name': name})
             self.types[name + '-multi'] = self._type(name + '-multi', {
                 'volume_backend_name': name, 'multiattach': '<is> True'})
-        # Either backend of volmig's manager: a volume of this type may
+        # Either backend of a cinder-volume: a volume of such a type may
         # migrate between them (a type that names a backend may not).
-        self.types['volmig'] = self._type('volmig', {
-            'volmig_manager': '<is> True'})
+        for name, group in (('swap', 'compute-api'),
+                            ('volmig', 'volmig-manager')):
+            self.types[name] = self._type(name, {'backend_group': group})
 
     def start_volmig_volume(self, transport_url: str) -> None:
         """The cinder-volume of nfs-c and nfs-d, with volmig's manager
@@ -242,7 +243,8 @@ class Cinder(openstack.Processes):
             'nas_secure_file_permissions': 'false',
             'extra_capabilities': json.dumps({
                 'multiattach': True,
-                'volmig_manager': name in VOLMIG_BACKENDS})}}
+                'backend_group': ('volmig-manager' if name in VOLMIG_BACKENDS
+                                  else 'compute-api')})}}
 
     def request(self, method: str, path: str, **kwargs):
         kwargs.setdefault('headers', {}).setdefault(

@@ -20,10 +20,15 @@ EXCHANGE = 'volmig'
 
 _TRANSPORT = None
 _NOTIFICATION_TRANSPORT = None
+# How often a send tries to reach the broker; None: until it does.
+_RETRY: int | None = None
 
 
-def init(conf=CONF) -> None:
-    global _TRANSPORT, _NOTIFICATION_TRANSPORT
+def init(conf=CONF, retry: int | None = None) -> None:
+    """``retry``: how many times a send tries again to reach the broker
+    before it fails; services wait for it (None), a command does not."""
+    global _TRANSPORT, _NOTIFICATION_TRANSPORT, _RETRY
+    _RETRY = retry
     if _TRANSPORT is None:
         _TRANSPORT = messaging.get_rpc_transport(
             conf, allowed_remote_exmods=ALLOWED_EXMODS)
@@ -102,7 +107,7 @@ def get_client(topic: str, version: str, version_cap: str | None = None,
         rpc_transport or transport(), target,
         version_cap=version_cap,
         serializer=RequestContextSerializer(),
-        timeout=timeout)
+        timeout=timeout, retry=_RETRY)
 
 
 def get_server(topic: str, server: str, endpoints: list):

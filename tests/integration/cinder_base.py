@@ -85,12 +85,16 @@ class CinderTestCase(test_real_guests.RealGuestTestCase):
                 'new_type': new_type, 'migration_policy': 'on-demand'}})
         self.assertEqual(202, answer.status_code, answer.text)
 
-    def migrate(self, volume_id, pool):
-        """``cinder migrate``: an admin's move to another backend's pool."""
+    def migrate_elsewhere(self, volume_id, pairs):
+        """``cinder migrate`` (an admin's) to the other backend of its
+        pair, ``{backend: other}``; returns the other."""
+        host = self.cinder.volume(volume_id)['os-vol-host-attr:host']
+        target = pairs[host.rpartition('#')[2]]
         answer = self.cinder.request(
             'POST', '/volumes/%s/action' % volume_id, json={
-                'os-migrate_volume': {'host': pool}})
+                'os-migrate_volume': {'host': self.cinder.pool_of(target)}})
         self.assertEqual(202, answer.status_code, answer.text)
+        return target
 
     def wait_cinder_migrated(self, volume_id):
         return self.wait_until(

@@ -226,10 +226,12 @@ class CinderMigrationTest(cinder_base.CinderTestCase):
 
     def test_cinder_api_down_while_completing_is_retried(self):
         # 1 GiB to copy: the copy outlasts stopping cinder-api.
-        data = self.filled_volume(1024)
+        data = self.filled_volume(1024, 'swap')
         server = self.boot([data])
         self.wait_for_acks(server, data['id'], 10)
-        self.retype(data['id'], 'nfs-b')
+        # cinder migrate, where the other tests retype.
+        target = self.migrate_elsewhere(data['id'], {'nfs-a': 'nfs-b',
+                                                     'nfs-b': 'nfs-a'})
         # Once the agent copies, the copy needs no Cinder: the agent has
         # the new volume's file open.
         [move] = self.wait_for_move(['copying'])
@@ -250,5 +252,5 @@ class CinderMigrationTest(cinder_base.CinderTestCase):
         finally:
             self.cinder.start('cinder-api')
         openstack.wait_for('cinder-api', self.cinder.api_ready)
-        self.assert_moved_exactly(server, data['id'])
+        self.assert_moved_exactly(server, data['id'], target)
         self.assertEqual('done', moves.get(self.admin, move['id'])['status'])

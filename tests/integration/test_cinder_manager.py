@@ -59,11 +59,9 @@ class CinderManagerTest(cinder_base.CinderTestCase):
         data = self.cinder_volume('volmig')
         server = self.boot([data])
         self.wait_for_acks(server, data['id'], 20)
-        volume = self.cinder.volume(data['id'])
-        old_file = self.cinder.volume_file(volume)
-        source = volume['os-vol-host-attr:host'].rpartition('#')[2]
-        target = {'nfs-c': 'nfs-d', 'nfs-d': 'nfs-c'}[source]
-        self.migrate(data['id'], self.cinder.pool_of(target))
+        old_file = self.cinder.volume_file(self.cinder.volume(data['id']))
+        target = self.migrate_elsewhere(data['id'], {'nfs-c': 'nfs-d',
+                                                     'nfs-d': 'nfs-c'})
         volume = self.wait_cinder_migrated(data['id'])
         self.assertEqual('success', volume['migration_status'],
                          self.cinder.errors())

@@ -9,10 +9,17 @@ list|disable|enable|delete``, which ask the conductor. Each prints a
 refusal's reason and exits 1.
 """
 
+import logging as std_logging
+import os
+import socket
 import sys
+import threading
 import time
 
 from oslo_config import cfg
+from oslo_db import exception as db_exc
+from oslo_log import log as logging
+import oslo_messaging as messaging
 
 from volmig import config
 from volmig import context as volmig_context
@@ -134,7 +141,6 @@ MIGRATION_FIELDS = ('id', 'status', 'mode', 'host', 'instance_uuid',
 
 
 def _conductor():
-    rpc.init()
     return conductor_rpcapi.ConductorAPI()
 
 
@@ -330,12 +336,80 @@ category_opt = cfg.SubCommandOpt('category', title='Commands',
                                  handler=_add_parsers)
 
 
+# Seconds to reach the broker's port.
+BROKER_TIMEOUT = 3
+# Who answers each category's commands over RPC.
+_SERVICES = {'volume': 'volmig-volume', 'pool': 'volmig-volume',
+             'migration': 'volmig-conductor', 'service': 'volmig-conductor',
+             'server': 'volmig-conductor'}
+
+
+def _failure(exc: Exception) -> str:
+    """The one line a failed command prints."""
+    if isinstance(exc, exception.VolmigException):
+        return exception.safe_message(exc)
+    service = _SERVICES.get(CONF.category.name, 'volmig')
+    if isinstance(exc, messaging.MessagingTimeout):
+        return ('%s did not answer within %d s ([DEFAULT] '
+                'rpc_response_timeout): is it running?'
+                % (service, CONF.rpc_response_timeout))
+    if isinstance(exc, messaging.MessageDeliveryFailure):
+        return 'cannot reach RabbitMQ ([DEFAULT] transport_url) to ask %s' % (
+            service)
+    if isinstance(exc, db_exc.DBError):
+        return 'the database ([database] connection) failed: %s' % (
+            str(exc.inner_exception or exc).splitlines()[0])
+    if isinstance(exc, OSError):
+        return str(exc)
+    return '%s: %s' % (type(exc).__name__, str(exc).splitlines()[0]
+                       if str(exc) else 'unexpected failure')
+
+
 def main() -> None:
     CONF.register_cli_opt(category_opt)
     config.parse_args(sys.argv[1:], setup_logging=False)
-    try:
-        status = _COMMANDS[(CONF.category.name, CONF.category.action)]()
-    except exception.VolmigException as exc:
-        print('error: %s' % exception.safe_message(exc), file=sys.stderr)
-        status = 1
-    sys.exit(status or 0)
+    root = std_logging.getLogger()
+    root.handlers[:] = [std_logging.NullHandler()]
+    if CONF.debug:
+        logging.setup(CONF, 'volmig-manage')
+    # A command tries the broker once more, then says so; it never waits
+    # for it as a service does.
+    rpc.init(retry=1)
+    command = _COMMANDS[(CONF.category.name, CONF.category.action)]
+    result: dict = {}
+
+    def run() -> None:
+        try:
+            if CONF.category.name in _SERVICES:
+                _check_broker()
+            result['status'] = command()
+        except Exception as exc:
+            result['error'] = _failure(exc)
+    # oslo.messaging waits for the broker without end while it sets up
+    # the queue of its replies: the command gives up after its timeout.
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(CONF.rpc_response_timeout + BROKER_TIMEOUT)
+    if worker.is_alive():
+        result['error'] = _failure(messaging.MessagingTimeout())
+    if 'error' in result:
+        print('error: %s' % result['error'], file=sys.stderr, flush=True)
+        os._exit(1)
+    sys.exit(result['status'] or 0)
+
+
+def _check_broker() -> None:
+    """Fail at once, saying where, when no broker listens."""
+    url = messaging.TransportURL.parse(CONF, CONF.transport_url)
+    for host in url.hosts:
+        try:
+            socket.create_connection((host.hostname, host.port or 5672),
+                                     timeout=BROKER_TIMEOUT).close()
+            return
+        except OSError as exc:
+            reason = '%s:%s: %s' % (host.hostname, host.port or 5672,
+                                    exc.strerror or exc)
+    if url.hosts:
+        raise exception.VolmigException(
+            'cannot reach RabbitMQ ([DEFAULT] transport_url) at %s'
+            % reason)

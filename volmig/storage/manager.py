@@ -15,6 +15,10 @@ from volmig.storage import records
 from volmig.storage import rpcapi
 
 LOG = logging.getLogger(__name__)
+# A volume's data is its guest's: the service and its group (the agents
+# of the hosts that mount the pool) read it, no one else.
+VOLUME_MODE = 0o640
+POOL_MODE = 0o750
 
 
 class FileVolumes(records.VolumeRecords):
@@ -38,7 +42,9 @@ class FileVolumes(records.VolumeRecords):
         volume = self.create_volume(ctxt, size_mb, pool=pool, **values)
         path = os.path.join(pool_dir, 'volume-%s' % volume['id'])
         try:
-            with open(path, 'xb') as handle:
+            # Group-readable at most: a guest's data is its owner's.
+            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT
+                                   | os.O_EXCL, VOLUME_MODE), 'wb') as handle:
                 handle.truncate(size_mb * 1024 * 1024)
         except Exception:
             if os.path.exists(path):
@@ -93,6 +99,7 @@ class VolumeManager:
     def init_host(self) -> None:
         for pool_dir in CONF.storage.pools.values():
             os.makedirs(pool_dir, exist_ok=True)
+            os.chmod(pool_dir, POOL_MODE)
         self.volumes.import_file(CONF.storage.state_file)
         self.migrator.find_interrupted()
 

@@ -33,6 +33,7 @@ from volmig.compute.drivers.qemu import settle
 from volmig.conf import compute as compute_conf
 
 LOG = logging.getLogger(__name__)
+OVERLAY_MODE = 0o600
 
 # Seconds QEMU may take to exit after it reported SHUTDOWN.
 SHUTDOWN_EXIT_TIMEOUT = 10
@@ -314,7 +315,7 @@ class QemuDriver(base.ComputeDriver):
     def _img(self, *args: str) -> None:
         result = subprocess.run(  # nosec B603
             [self.conf.qemu.img_binary, *args], capture_output=True,
-            text=True, check=False)
+            text=True, check=False, env=guest_mod.ENVIRONMENT)
         if result.returncode:
             raise exception.DriverError(action='run qemu-img %s' % args[0],
                                         reason=result.stderr.strip())
@@ -365,6 +366,8 @@ class QemuDriver(base.ComputeDriver):
         try:
             self._img('create', '-q', '-f', 'qcow2', '-b', disk['path'],
                       '-F', 'raw', path)
+            # The guest's writes, until committed: the agent's alone.
+            os.chmod(path, OVERLAY_MODE)
             guest.add_overlay_node(names['overlay'], path, backing=None,
                                    read_only=read_only)
             pause = guest.timed('blockdev-snapshot', node=names['base'],

@@ -30,6 +30,15 @@ from volmig.compute.drivers.qemu import monitor as qmp
 
 LOG = logging.getLogger(__name__)
 
+# All that QEMU and qemu-img get of the agent's environment: the agent's
+# holds secrets (a unit's OS_DEFAULT__TRANSPORT_URL has the broker's
+# password), which a process escaping a guest into QEMU must not find.
+ENVIRONMENT = {'PATH': '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:'
+               '/sbin:/bin', 'LC_ALL': 'C.UTF-8'}
+# QEMU 7.2 under -daemonize as root: spawn=deny kills the fork of
+# -daemonize, and elevateprivileges=deny refuses to start as root.
+SANDBOX = 'on,obsolete=deny,resourcecontrol=deny'
+
 
 def node_names(disk: dict) -> dict:
     """Block-node names of a disk; the generation changes on each switch.
@@ -136,7 +145,7 @@ class Guest:
             self.conf.qemu.binary, '-name', 'guest=%s' % self.uuid,
             '-uuid', self.uuid, '-machine', 'q35',
             '-accel', accelerator(self.conf), '-S', '-nodefaults',
-            '-no-user-config', '-sandbox', 'on',
+            '-no-user-config', '-sandbox', SANDBOX,
             '-m', str(self.conf.qemu.memory_mb), '-display', 'none',
             # Native PCIe hot-plug instead of ACPI: see the module doc.
             '-global', 'ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off',
@@ -165,7 +174,7 @@ class Guest:
                 os.unlink(self.path(name))
         command = self._command(image)
         result = subprocess.run(command, capture_output=True, text=True,  # nosec B603
-                                check=False)
+                                check=False, env=ENVIRONMENT)
         if result.returncode:
             raise exception.DriverError(action='start guest %s' % self.uuid,
                                         reason=result.stderr.strip())

@@ -1,0 +1,91 @@
+"""What another user of a host, and a guest's QEMU, cannot reach: the
+modes of everything volmig creates, and QEMU's environment."""
+
+import os
+import stat
+
+import fixtures
+
+from tests.integration import test_real_guests
+from volmig import states
+
+# A unit puts secrets in its services' environment (the broker's URL with
+# its password); the test's services get one of that kind.
+SECRET = 'confinement-secret-7d1f'
+
+
+class ConfinementTest(test_real_guests.RealGuestTestCase):
+    COMPUTES = 1
+
+    def setUp(self):
+        self.useFixture(fixtures.EnvironmentVariable(
+            'OS_KEYSTONE_AUTHTOKEN__PASSWORD', SECRET))
+        super().setUp()
+
+    @staticmethod
+    def mode(path):
+        return stat.S_IMODE(os.stat(path).st_mode)
+
+    def assert_private(self, directory):
+        """Nothing in it is open to other users."""
+        for root, dirs, files in os.walk(directory):
+            for name in dirs + files:
+                path = os.path.join(root, name)
+                self.assertEqual(0, self.mode(path) & 0o007,
+                                 '%s is %o' % (path, self.mode(path)))
+
+    def environ(self, pid):
+        with open('/proc/%d/environ' % pid, 'rb') as handle:
+            return handle.read()
+
+    def test_files_are_private_and_qemu_gets_no_secret(self):
+        vol, other = self.volume(), self.volume()
+        for pool in ('pool-a', 'pool-b'):
+            self.assertEqual(0o750, self.mode(os.path.join(self.state_path,
+                                                           pool)))
+        self.assertEqual(0o640, self.mode(self.path(vol['id'])))
+        server = self.boot([vol])
+        guest_dir = self.guest_dir(server)
+        # The agent holds the secret; its guest's QEMU has PATH and a
+        # locale, nothing else.
+        agent = self.cluster.processes['compute-1'].process.pid
+        self.assertIn(SECRET.encode(), self.environ(agent))
+        with open(os.path.join(guest_dir, 'qemu.pid')) as pid:
+            environ = self.environ(int(pid.read()))
+        self.assertNotIn(SECRET.encode(), environ)
+        self.assertEqual({b'PATH', b'LC_ALL'}, {
+            entry.partition(b'=')[0] for entry in environ.split(b'\0')
+            if entry})
+        # Started: the guest writes into an overlay only the agent reads,
+        # and the step is journaled likewise.
+        [bdm] = self.conductor.instance_get(self.admin,
+                                            server)['block_devices']
+        migration = self.client.start(self.ctxt, bdm['attachment_id'])
+        overlay = os.path.join(guest_dir, 'overlay-%s.qcow2'
+                               % migration['id'])
+        self.assertEqual(0o600, self.mode(overlay))
+        journal = os.path.join(self.state_path, 'compute-1', 'jobs',
+                               migration['id'] + '.json')
+        self.assertEqual(0o600, self.mode(journal))
+        self.client.cancel(self.ctxt, bdm['attachment_id'])
+        self.client.wait_for(self.ctxt, migration['id'], states.CANCELLED)
+        # A move to another pool makes the volume's file anew.
+        code, body = self.migrate(vol['id'])
+        self.assertEqual(202, code, body)
+        self.assertEqual('success',
+                         self.wait_migrated(vol['id'])['migration_status'])
+        self.assertIn('/pool-b/', self.path(vol['id']))
+        self.assertEqual(0o640, self.mode(self.path(vol['id'])))
+        # The legacy swap onto another volume.
+        code, body = self.rest(
+            'PUT', '/servers/%s/os-volume_attachments/%s'
+            % (server, vol['id']), {'volumeAttachment': {
+                'volumeId': other['id']}})
+        self.assertEqual(202, code, body)
+        self.wait_until(lambda: [other['id']] == [
+            v['id'] for v in self.server_get(server)[
+                'os-extended-volumes:volumes_attached']],
+            timeout=test_real_guests.BOOT_TIMEOUT, what='the swap to end')
+        self.wait_for_status(server, 'ACTIVE')
+        for name in ('pool-a', 'pool-b', 'compute-1'):
+            self.assert_private(os.path.join(self.state_path, name))
