@@ -1,6 +1,8 @@
 """One volmig service: an RPC server, a manager, heartbeats and timers."""
 
 import logging as logging_std
+import os
+import sys
 import threading
 import typing
 
@@ -10,6 +12,7 @@ from oslo_service import backend
 from oslo_service import service
 
 from volmig import context as volmig_context
+from volmig import exception
 from volmig import metrics
 from volmig import rpc
 from volmig import systemd_notify
@@ -147,7 +150,17 @@ class Notified(service.Service):
         self._stopping = threading.Event()
 
     def start(self) -> None:
-        self.server.start()
+        try:
+            self.server.start()
+        except Exception as exc:
+            # The launcher runs this in a thread of its own and would only
+            # log it; the process must end, and say why in one line. What
+            # started stops first, as on SIGTERM (whose handler ends the
+            # process with os._exit too).
+            _cannot_start(exc)
+            self.server.stop()
+            logging_std.shutdown()
+            os._exit(1)
         self.tg.add_thread(self._announce_ready)
 
     def _announce_ready(self) -> None:
@@ -178,12 +191,33 @@ class _NoForkNotice(logging_std.Filter):
         return 'no_fork=True' not in record.getMessage()
 
 
-def serve(server: service.Service) -> None:
-    """Run in this process until SIGTERM (no forked workers).
+def _cannot_start(exc: Exception) -> str:
+    """Log why this service cannot start, in one line; returns it."""
+    reason = '%s cannot start: %s' % (
+        os.path.basename(sys.argv[0]),
+        exception.safe_message(exc) if isinstance(
+            exc, exception.VolmigException) else
+        '%s: %s' % (type(exc).__name__, str(exc).splitlines()[0]
+                    if str(exc) else 'no reason given'))
+    LOG.critical(reason)
+    # The console's line, wherever the log goes.
+    print(reason, file=sys.stderr, flush=True)
+    return reason
+
+
+def serve(build: typing.Callable[[], service.Service]) -> None:
+    """Build the service, then run it in this process until SIGTERM (no
+    forked workers). One that cannot be built or started (a port taken, a
+    bad transport URL) exits 1 with one line saying why.
 
     SIGUSR2 writes a Guru Meditation report (threads, configuration) to
     stderr, or to a file in ``[oslo_reports] log_dir``.
     """
+    try:
+        server = build()
+    except Exception as exc:
+        _cannot_start(exc)
+        sys.exit(1)
     gmr.TextGuruMeditation.setup_autorun(version, conf=CONF)
     # One /metrics per process, however many services it runs.
     if CONF.metrics.port:

@@ -1,6 +1,9 @@
-"""A service refuses to start on a configuration that would lose data."""
+"""A service that cannot start (a configuration that would lose data, a
+port taken, a bad transport URL) exits 1 at once with one line saying
+why, and no traceback."""
 
 import os
+import socket
 import subprocess
 
 import fixtures
@@ -9,26 +12,65 @@ from oslotest import base
 from tests.integration import cluster
 
 
-class ComputeDriverRequiredTest(base.BaseTestCase):
+class StartupRefusalTest(base.BaseTestCase):
 
-    def _start(self, options: dict) -> subprocess.CompletedProcess:
+    def _start(self, options: dict, binary='volmig-compute',
+               args=()) -> subprocess.CompletedProcess:
         state = self.useFixture(fixtures.TempDir()).path
-        options.update({
+        options = {
             ('DEFAULT', 'state_path'): state,
             ('DEFAULT', 'transport_url'): 'fake://',
-            ('database', 'connection'): 'sqlite:///%s/db.sqlite' % state})
+            ('database', 'connection'): 'sqlite:///%s/db.sqlite' % state,
+            **options}
         config = cluster.write_config(os.path.join(state, 'volmig.conf'),
                                       options)
         return subprocess.run(
-            [os.path.join(cluster.BIN_DIR, 'volmig-compute'),
-             '--config-file', config], capture_output=True, text=True,
-            timeout=60)
+            [os.path.join(cluster.BIN_DIR, binary), '--config-file', config,
+             *args], capture_output=True, text=True, timeout=60)
+
+    def taken_port(self) -> int:
+        """A port something else listens on."""
+        listener = socket.socket()
+        self.addCleanup(listener.close)
+        listener.bind(('127.0.0.1', 0))
+        listener.listen()
+        return listener.getsockname()[1]
+
+    def assert_cannot_start(self, result, binary, reason):
+        self.assertEqual(1, result.returncode, result.stderr)
+        [line] = [line for line in result.stderr.splitlines()
+                  if 'cannot start' in line]
+        self.assertIn('%s cannot start: %s' % (binary, reason), line)
+        self.assertNotIn('Traceback', result.stderr)
+
+    def test_api_port_taken(self):
+        port = self.taken_port()
+        result = self._start({('api', 'listen'): '127.0.0.1',
+                              ('api', 'port'): port}, 'volmig-api')
+        self.assert_cannot_start(result, 'volmig-api', 'OSError')
+        self.assertIn('127.0.0.1', result.stderr)
+
+    def test_all_in_one_port_taken(self):
+        port = self.taken_port()
+        state = self.useFixture(fixtures.TempDir()).path
+        result = self._start({}, 'volmig-all-in-one', (
+            '--state-dir', state, '--driver', 'fake', '--api-port',
+            str(port)))
+        self.assert_cannot_start(result, 'volmig-all-in-one', 'OSError')
+
+    def test_bad_transport_url(self):
+        result = self._start({('DEFAULT', 'transport_url'): 'nonsense://'},
+                             'volmig-conductor')
+        self.assert_cannot_start(
+            result, 'volmig-conductor', 'DriverLoadFailure: Failed to load '
+            'transport driver "nonsense"')
 
     def test_no_driver_set(self):
         result = self._start({('DEFAULT', 'host'): 'refusing'})
         self.assertEqual(1, result.returncode)
-        self.assertIn('volmig-compute refuses to start: [compute] driver is '
-                      'not set. Set it to "qemu"', result.stderr)
+        self.assert_cannot_start(result, 'volmig-compute',
+                                 '[compute] driver is not set. Set it to '
+                                 '"qemu"')
         self.assertNotIn('Traceback', result.stderr)
 
     def test_unknown_driver(self):

@@ -37,10 +37,12 @@ class HTTPService(service.Service):
         return 'http://%s:%d/v2.1' % (host, port)
 
     def start(self) -> None:
-        self._server = cheroot_wsgi.Server(self.bind, app.build(),
-                                           numthreads=CONF.api.workers,
-                                           server_name='volmig-api')
-        self._server.prepare()
+        server = cheroot_wsgi.Server(self.bind, app.build(),
+                                     numthreads=CONF.api.workers,
+                                     server_name='volmig-api')
+        # Bound, or refused (a port taken), before anything is served.
+        server.prepare()
+        self._server = server
         self._thread = threading.Thread(target=self._server.serve,
                                         name='volmig-api-http', daemon=True)
         self._thread.start()

@@ -46,4 +46,4 @@ def main() -> None:
               % (api.endpoint, CONF.aio_transport_url, CONF.state_path,
                  ', '.join(embedded.compute_hosts(CONF.computes))),
               flush=True)
-    service.serve(embedded.build(CONF.computes, api, started))
+    service.serve(lambda: embedded.build(CONF.computes, api, started))

@@ -9,5 +9,5 @@ from volmig.api import http
 
 def main() -> None:
     config.parse_args(sys.argv[1:])
-    service.serve(service.ServiceGroup([service.Service(service.API),
-                                        http.HTTPService()]))
+    service.serve(lambda: service.ServiceGroup([
+        service.Service(service.API), http.HTTPService()]))

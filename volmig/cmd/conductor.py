@@ -11,4 +11,4 @@ from volmig import service
 
 def main() -> None:
     config.parse_args(sys.argv[1:])
-    service.serve(service.Service(service.CONDUCTOR))
+    service.serve(lambda: service.Service(service.CONDUCTOR))

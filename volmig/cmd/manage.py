@@ -18,7 +18,6 @@ import time
 
 from oslo_config import cfg
 from oslo_db import exception as db_exc
-from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from volmig import config
@@ -26,6 +25,7 @@ from volmig import context as volmig_context
 from volmig import exception
 from volmig import rpc
 from volmig.cli import pools as pools_cli
+from volmig.cmd import manage_parser
 from volmig.compute.drivers.qemu import images
 from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
@@ -48,7 +48,7 @@ def _images() -> images.ImageStore:
 
 def _image_register() -> None:
     command = CONF.category
-    image = _images().register(command.name, kernel=command.kernel,
+    image = _images().register(command.image, kernel=command.kernel,
                                initrd=command.initrd,
                                cmdline=command.cmdline or '',
                                disk=command.disk)
@@ -62,8 +62,8 @@ def _image_list() -> None:
 
 
 def _image_delete() -> None:
-    _images().delete(CONF.category.name)
-    print('image %s deleted' % CONF.category.name)
+    _images().delete(CONF.category.image)
+    print('image %s deleted' % CONF.category.image)
 
 
 def _volume_list() -> None:
@@ -237,103 +237,8 @@ _COMMANDS = {('db', 'sync'): _db_sync, ('db', 'version'): _db_version,
              ('image', 'delete'): _image_delete}
 
 
-def _add_parsers(subparsers):
-    db = subparsers.add_parser('db', help='Database schema.')
-    db.add_argument('action', choices=['sync', 'version'])
-    image = subparsers.add_parser(
-        'image', help='Guest images in [qemu] image_dir (on each compute '
-                      'host).')
-    actions = image.add_subparsers(dest='action', required=True)
-    register = actions.add_parser(
-        'register', help='Copy a kernel (with an initramfs and a command '
-                         'line) or a bootable disk in as an image.')
-    register.add_argument('name')
-    register.add_argument('--kernel')
-    register.add_argument('--initrd')
-    register.add_argument('--cmdline')
-    register.add_argument('--disk', help='A raw bootable disk, for volumes '
-                                         'to be filled from.')
-    actions.add_parser('list', help='List images.')
-    delete = actions.add_parser('delete', help='Delete an image.')
-    delete.add_argument('name')
-
-    vol = subparsers.add_parser('volume', help='Volumes of volmig-volume.')
-    actions = vol.add_subparsers(dest='action', required=True)
-    actions.add_parser('list', help='List volumes.')
-    migrate = actions.add_parser('migrate',
-                                 help='Move a volume to another pool.')
-    migrate.add_argument('volume')
-    migrate.add_argument('--to', required=True, help='Destination pool.')
-    migrate.add_argument('--max-bandwidth-mbps', type=int, default=None,
-                         help='Copy bandwidth cap in MiB/s.')
-    migrate.add_argument('--wait', action='store_true',
-                         help='Show progress until it ends.')
-
-    pool = subparsers.add_parser('pool', help='Pools of volmig-volume.')
-    actions = pool.add_subparsers(dest='action', required=True)
-    drain = actions.add_parser(
-        'drain', help='Move every volume out of a pool, attached or not.')
-    drain.add_argument('pool')
-    drain.add_argument('--to', required=True, help='Destination pool.')
-    drain.add_argument('--max-parallel', type=int, default=1,
-                       help='Volumes moving at once.')
-    drain.add_argument('--max-bandwidth-mbps', type=int, default=None,
-                       help='Bandwidth cap of each copy in MiB/s.')
-    drain.add_argument('--dry-run', action='store_true',
-                       help='Print the plan and its reasons only.')
-    drain.add_argument('--wait', action='store_true',
-                       help='Show progress until the drain ends.')
-    for name, text in (('show', "Show a pool's latest drain."),
-                       ('cancel-drain', 'Begin no more volumes of the '
-                                        "pool's drain.")):
-        actions.add_parser(name, help=text).add_argument('pool')
-
-    mig = subparsers.add_parser('migration', help='Volume migrations.')
-    actions = mig.add_subparsers(dest='action', required=True)
-    listing = actions.add_parser('list', help='List volume migrations.')
-    listing.add_argument('--status')
-    # Not "host": that name is oslo.config's own option.
-    listing.add_argument('--host', dest='on_host')
-    for name, text in (
-            ('show', 'Show a migration, its phase and error.'),
-            ('abort', 'Send the guest back to src while src is whole.'),
-            ('recover', 'Finish a stuck migration, or the recovery of a '
-                        'failed one.')):
-        action = actions.add_parser(name, help=text)
-        action.add_argument('migration')
-        if name == 'recover':
-            action.add_argument(
-                '--to', choices=['src', 'dst'], default=None,
-                help='Only when the agent\'s host is lost: the volume the '
-                     'server keeps.')
-
-    svc = subparsers.add_parser(
-        'service', help='Service records (heartbeats) of every host.')
-    actions = svc.add_subparsers(dest='action', required=True)
-    actions.add_parser('list', help='List services, up or down.')
-    for name, text in (
-            ('disable', 'A disabled compute host takes no new servers.'),
-            ('enable', 'Take new servers again.'),
-            ('delete', 'Forget a service that is down for good (a compute '
-                       'host must have no servers left).')):
-        action = actions.add_parser(name, help=text)
-        action.add_argument('binary', help='e.g. volmig-compute')
-        action.add_argument('on_host', metavar='host')
-        if name == 'disable':
-            action.add_argument('--reason', default=None)
-
-    server = subparsers.add_parser('server', help='Servers.')
-    actions = server.add_subparsers(dest='action', required=True)
-    reset = actions.add_parser(
-        'reset-state', help='Clear a stuck task state (refused while a '
-                            'migration holds the server).')
-    reset.add_argument('server')
-    reset.add_argument('--state', default='active',
-                       choices=['active', 'stopped', 'error'])
-
-
 category_opt = cfg.SubCommandOpt('category', title='Commands',
-                                 handler=_add_parsers)
+                                 handler=manage_parser.add_parsers)
 
 
 # Seconds to reach the broker's port.
@@ -368,10 +273,9 @@ def _failure(exc: Exception) -> str:
 def main() -> None:
     CONF.register_cli_opt(category_opt)
     config.parse_args(sys.argv[1:], setup_logging=False)
-    root = std_logging.getLogger()
-    root.handlers[:] = [std_logging.NullHandler()]
-    if CONF.debug:
-        logging.setup(CONF, 'volmig-manage')
+    # The libraries' log (a broker's retries) is not the command's
+    # output: its one line says what failed.
+    std_logging.getLogger().handlers[:] = [std_logging.NullHandler()]
     # A command tries the broker once more, then says so; it never waits
     # for it as a service does.
     rpc.init(retry=1)

@@ -11,4 +11,4 @@ from volmig import service
 
 def main() -> None:
     config.parse_args(sys.argv[1:])
-    service.serve(service.Service(service.VOLUME))
+    service.serve(lambda: service.Service(service.VOLUME))

@@ -1,0 +1,139 @@
+"""Every volmig-manage subcommand as a process: against no deployment at
+all (one line, exit 1, never a traceback), and against one that answers.
+
+Live, the commands of the database, images, volumes and pools are run
+here; those of migrations and servers in ``test_operator_recovery``, and
+of services in ``test_operator_tools``.
+"""
+
+from concurrent import futures
+import os
+import subprocess
+
+import fixtures
+from oslotest import base as oslo_base
+
+from tests.integration import base
+from tests.integration import cluster
+from volmig.cmd import manage
+from volmig.storage import rpcapi as storage_rpcapi
+
+MANAGE = os.path.join(cluster.BIN_DIR, 'volmig-manage')
+SOME_ID = '5d4c9a53-6c8f-4e0e-9d6e-1f1f3c2b7a10'
+# Each subcommand with arguments it accepts.
+ARGUMENTS = {
+    ('db', 'sync'): ['db', 'sync'],
+    ('db', 'version'): ['db', 'version'],
+    ('image', 'register'): ['image', 'register', 'tiny', '--disk',
+                            '/nonexistent/disk'],
+    ('image', 'list'): ['image', 'list'],
+    ('image', 'delete'): ['image', 'delete', 'tiny'],
+    ('volume', 'list'): ['volume', 'list'],
+    ('volume', 'migrate'): ['volume', 'migrate', SOME_ID, '--to', 'pool-b'],
+    ('pool', 'drain'): ['pool', 'drain', 'pool-a', '--to', 'pool-b'],
+    ('pool', 'show'): ['pool', 'show', 'pool-a'],
+    ('pool', 'cancel-drain'): ['pool', 'cancel-drain', 'pool-a'],
+    ('migration', 'list'): ['migration', 'list'],
+    ('migration', 'show'): ['migration', 'show', SOME_ID],
+    ('migration', 'recover'): ['migration', 'recover', SOME_ID],
+    ('migration', 'abort'): ['migration', 'abort', SOME_ID],
+    ('server', 'reset-state'): ['server', 'reset-state', SOME_ID],
+    ('service', 'list'): ['service', 'list'],
+    ('service', 'disable'): ['service', 'disable', 'volmig-compute', 'h1'],
+    ('service', 'enable'): ['service', 'enable', 'volmig-compute', 'h1'],
+    ('service', 'delete'): ['service', 'delete', 'volmig-compute', 'h1'],
+}
+# They read nothing but the compute host's image directory.
+LOCAL = {('image', 'list')}
+
+
+def run(config_file, args):
+    return subprocess.run([MANAGE, '--config-file', config_file, *args],
+                          capture_output=True, text=True, timeout=120,
+                          check=False)
+
+
+class WithoutDeploymentTest(oslo_base.BaseTestCase):
+
+    def test_every_subcommand_fails_in_one_line(self):
+        self.assertEqual(set(manage._COMMANDS), set(ARGUMENTS))
+        directory = self.useFixture(fixtures.TempDir()).path
+        config_file = os.path.join(directory, 'volmig.conf')
+        with open(config_file, 'w') as conf:
+            # Nothing listens on port 1; the database's directory is
+            # missing.
+            conf.write('[DEFAULT]\ntransport_url = '
+                       'rabbit://guest:guest@127.0.0.1:1/\n'
+                       'rpc_response_timeout = 5\n[database]\n'
+                       'connection = sqlite:///%s/missing/volmig.sqlite\n'
+                       '[qemu]\nimage_dir = %s/images\n'
+                       % (directory, directory))
+        with futures.ThreadPoolExecutor(len(ARGUMENTS)) as pool:
+            results = dict(zip(ARGUMENTS, pool.map(
+                lambda args: run(config_file, args), ARGUMENTS.values()),
+                strict=True))
+        for command, result in sorted(results.items()):
+            self.assertNotIn('Traceback', result.stdout + result.stderr)
+            if command in LOCAL:
+                self.assertEqual((0, ''), (result.returncode,
+                                           result.stderr), command)
+                continue
+            self.assertEqual(1, result.returncode, command)
+            [line] = result.stderr.splitlines()
+            self.assertTrue(line.startswith('error: '), (command, line))
+        self.assertIn('cannot reach RabbitMQ ([DEFAULT] transport_url) at '
+                      '127.0.0.1:1', results['volume', 'list'].stderr)
+        self.assertIn('the database ([database] connection) failed',
+                      results['db', 'version'].stderr)
+        self.assertEqual('error: Image tiny could not be found.\n',
+                         results['image', 'delete'].stderr)
+
+
+class LiveTest(base.ProcessTestCase):
+    COMPUTES = 1
+    VOLUME_SERVICE = True
+
+    def options(self):
+        pools = ','.join('%s:%s' % (pool, os.path.join(self.state_path,
+                                                       pool))
+                         for pool in ('pool-a', 'pool-b'))
+        return {('volume', 'backend'): 'file',
+                ('storage', 'pools'): pools,
+                ('qemu', 'image_dir'): os.path.join(self.state_path,
+                                                    'images')}
+
+    def manage(self, *args, status=0):
+        result = run(self.cluster.config_file, args)
+        self.assertNotIn('Traceback', result.stdout + result.stderr)
+        self.assertEqual(status, result.returncode, result.stderr)
+        return result.stdout
+
+    def test_database_images_volumes_and_pools(self):
+        revision = self.manage('db', 'version').strip()
+        self.assertEqual('Database is at revision %s\n' % revision,
+                         self.manage('db', 'sync'))
+        disk = os.path.join(self.state_path, 'tiny.raw')
+        with open(disk, 'wb') as handle:
+            handle.truncate(1024 * 1024)
+        self.assertIn('image tiny registered',
+                      self.manage('image', 'register', 'tiny', '--disk',
+                                  disk))
+        self.assertIn('tiny ', self.manage('image', 'list'))
+        self.assertEqual('image tiny deleted\n',
+                         self.manage('image', 'delete', 'tiny'))
+        self.assertNotIn('tiny ', self.manage('image', 'list'))
+        volume = storage_rpcapi.StorageAPI().create_volume(
+            self.admin, 16, pool='pool-a')
+        [row] = [line for line in self.manage('volume', 'list').splitlines()
+                 if line.startswith(volume['id'])]
+        self.assertIn('pool-a', row)
+        moved = self.manage('volume', 'migrate', volume['id'], '--to',
+                            'pool-b', '--wait')
+        self.assertIn('volume %s is in pool pool-b' % volume['id'], moved)
+        drained = self.manage('pool', 'drain', 'pool-b', '--to', 'pool-a',
+                              '--wait')
+        self.assertIn(volume['id'], drained)
+        self.assertIn(volume['id'], self.manage('pool', 'show', 'pool-b'))
+        self.assertEqual('pool-a', self.volumes.get_volume(
+            self.admin, volume['id'])['pool'])
+        self.manage('pool', 'cancel-drain', 'pool-b')
