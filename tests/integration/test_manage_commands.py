@@ -102,10 +102,10 @@ class LiveTest(base.ProcessTestCase):
                 ('qemu', 'image_dir'): os.path.join(self.state_path,
                                                     'images')}
 
-    def manage(self, *args, status=0):
+    def manage(self, *args):
         result = run(self.cluster.config_file, args)
         self.assertNotIn('Traceback', result.stdout + result.stderr)
-        self.assertEqual(status, result.returncode, result.stderr)
+        self.assertEqual(0, result.returncode, result.stderr)
         return result.stdout
 
     def test_database_images_volumes_and_pools(self):
@@ -136,4 +136,8 @@ class LiveTest(base.ProcessTestCase):
         self.assertIn(volume['id'], self.manage('pool', 'show', 'pool-b'))
         self.assertEqual('pool-a', self.volumes.get_volume(
             self.admin, volume['id'])['pool'])
-        self.manage('pool', 'cancel-drain', 'pool-b')
+        # The drain is over: nothing to cancel, and it says so.
+        refused = run(self.cluster.config_file,
+                      ['pool', 'cancel-drain', 'pool-b'])
+        self.assertEqual((1, 'error: Pool pool-b has no drain running.\n'),
+                         (refused.returncode, refused.stderr))

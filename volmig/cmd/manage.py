@@ -78,13 +78,13 @@ def _volume_migrate() -> int:
     admin = volmig_context.get_admin_context()
     volumes = storage_rpcapi.StorageAPI()
     command = CONF.category
-    vol = volumes.migrate_volume(admin, command.volume, command.to,
+    vol = volumes.migrate_volume(admin, command.volume_id, command.to,
                                  command.max_bandwidth_mbps)
     print('volume %s: migrating to %s (migrations %s)'
           % (vol['id'], command.to, ', '.join(vol['migration_ids']) or
              'none: not attached'))
     while command.wait:
-        vol = volumes.get_volume(admin, command.volume)
+        vol = volumes.get_volume(admin, command.volume_id)
         print('  %s %5.1f%%' % (vol['migration_status'],
                                 vol['migration_progress']), flush=True)
         if vol['migration_status'] == 'success':

@@ -29,7 +29,10 @@ def add_parsers(subparsers):
     actions.add_parser('list', help='List volumes.')
     migrate = actions.add_parser('migrate',
                                  help='Move a volume to another pool.')
-    migrate.add_argument('volume', help="The volume's id.")
+    # Not "volume": that is an option group's name, as oslo.config
+    # parses it.
+    migrate.add_argument('volume_id', metavar='volume',
+                         help="The volume's id.")
     migrate.add_argument('--to', required=True, help='Destination pool.')
     migrate.add_argument('--max-bandwidth-mbps', type=int, default=None,
                          help='Copy bandwidth cap in MiB/s.')
@@ -87,7 +90,8 @@ def add_parsers(subparsers):
                        'host must have no servers left).')):
         action = actions.add_parser(name, help=text)
         action.add_argument('binary', help='e.g. volmig-compute')
-        action.add_argument('on_host', metavar='host')
+        action.add_argument('on_host', metavar='host',
+                            help='Its host name.')
         if name == 'disable':
             action.add_argument('--reason', default=None,
                                 help='Why, shown with the service.')
