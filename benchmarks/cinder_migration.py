@@ -183,9 +183,9 @@ def main() -> None:
                  attached(deployment, args.size_gb, 'nfs-c', 'nfs-d'), [])]
     print('Cinder migration of a %d GiB volume (random data) to another '
           'backend, os-retype on-demand' % args.size_gb)
-    print('  detached, Cinder\'s own copy:             %6.1f s' % detached)
+    print('  %-55s %6.1f s' % ('detached, Cinder\'s own copy:', detached))
     for name, (seconds, written, lost), steps in runs:
-        print('  attached, %-40s %6.1f s  (%.2fx; %d writes acknowledged '
+        print('  attached, %-45s %6.1f s  (%.2fx; %d writes acknowledged '
               'meanwhile, %d missing on the new volume)' % (
                   name + ':', seconds, seconds / detached, written, lost))
         if steps:
