@@ -224,6 +224,21 @@ class CinderMigrationTest(cinder_base.CinderTestCase):
             self.assertIn('Volume copy %s verified' % move['id'],
                           log.read())
 
+    def test_agent_killed_around_the_completion_ends_exact(self):
+        data = self.filled_volume(64)
+        server = self.boot([data])
+        self.wait_for_acks(server, data['id'], 10)
+        self.retype(data['id'], 'nfs-b')
+        # The guests switch, the old attachments go, Cinder is told: the
+        # agent dies at whichever of these it is in.
+        self.wait_for_move(AFTER_COPY)
+        self.cluster.restart('compute-1', sig=signal.SIGKILL)
+        self.assert_moved_exactly(server, data['id'])
+        self.assertEqual('done', self.wait_for_move(['done', 'failed'])[0][
+            'status'])
+        [migration] = self.client.list(self.ctxt, volume_id=data['id'])
+        self.assertEqual('completed', migration['status'])
+
     def test_cinder_api_down_while_completing_is_retried(self):
         # 1 GiB to copy: the copy outlasts stopping cinder-api.
         data = self.filled_volume(1024, 'swap')

@@ -8,6 +8,7 @@ so does ``/healthcheck`` (database and RabbitMQ reachable: 200, else
 """
 
 from oslo_middleware import healthcheck
+from oslo_middleware import http_proxy_to_wsgi
 from oslo_middleware import request_id
 import prometheus_client
 import webob
@@ -48,5 +49,11 @@ class Root:
 
 
 def build():
-    """The app, for the configuration already loaded."""
-    return request_id.RequestId(Root(auth.pipeline(router.Router())))
+    """The app, for the configuration already loaded.
+
+    Behind a TLS-terminating proxy, ``[oslo_middleware]
+    enable_proxy_headers_parsing`` makes links use the scheme and host of
+    the proxy's ``X-Forwarded-*`` or ``Forwarded`` headers.
+    """
+    return http_proxy_to_wsgi.HTTPProxyToWSGI(
+        request_id.RequestId(Root(auth.pipeline(router.Router()))), CONF)
