@@ -60,3 +60,21 @@ class HealthChecksTest(base.BaseTestCase):
                           'guest:guest@127.0.0.1:5672/' % port)
         result = self._check(health.MessagingCheck)
         self.assertTrue(result.available)
+
+    def test_the_broker_answer_is_kept_for_the_cache_time(self):
+        if not integration_base.rabbit_reachable():
+            self.skipTest('RabbitMQ is not reachable')
+        self.conf_fixture.conf(healthcheck_cache_seconds=3600, group='api')
+        self.conf_fixture.conf(
+            transport_url='rabbit://guest:guest@127.0.0.1:5672/')
+        plugin = health.MessagingCheck(CONF, {})
+        self.assertTrue(plugin.healthcheck(8788).available)
+        # The broker goes away: probes still get the answer of the look
+        # that opened a connection...
+        self.conf_fixture.conf(transport_url='rabbit://guest:guest@'
+                               '127.0.0.1:%d/' % integration_base.free_port())
+        self.assertTrue(plugin.healthcheck(8788).available)
+        # ...until it is older than the cache time.
+        self.conf_fixture.conf(healthcheck_cache_seconds=0, group='api')
+        self.assertEqual('RabbitMQ unreachable',
+                         plugin.healthcheck(8788).reason)

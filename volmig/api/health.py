@@ -2,8 +2,14 @@
 
 volmig-api is healthy when it can reach its database and its RabbitMQ.
 The broker check opens a connection of its own, so it tells the truth
-even while oslo.messaging's pooled connections are reconnecting.
+even while oslo.messaging's pooled connections are reconnecting; its
+answer is kept for ``[api] healthcheck_cache_seconds``, so frequent probes
+do not each open one.
 """
+
+import threading
+import time
+import typing
 
 import kombu
 import oslo_messaging as messaging
@@ -48,7 +54,21 @@ def _broker_connections(conf) -> list[kombu.Connection]:
 class MessagingCheck(pluginbase.HealthcheckBaseExtension):
     """Any one broker of the cluster answering is enough."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._lock = threading.Lock()
+        # (time of the look, its result)
+        self._last: tuple[float, typing.Any] | None = None
+
     def healthcheck(self, server_port):
+        with self._lock:
+            now = time.monotonic()
+            if self._last is None or (now - self._last[0] >=
+                                      self.oslo_conf.api.healthcheck_cache_seconds):
+                self._last = (now, self._look())
+            return self._last[1]
+
+    def _look(self):
         connections = _broker_connections(self.oslo_conf)
         if not connections:
             return pluginbase.HealthcheckResult(

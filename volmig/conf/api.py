@@ -19,6 +19,12 @@ api_opts = [
                 help='Port the REST API listens on; 0 picks a free one.'),
     cfg.IntOpt('workers', default=16, min=1,
                help='Threads serving REST requests in volmig-api.'),
+    cfg.IntOpt('healthcheck_cache_seconds', default=5, min=0,
+               help='How long /healthcheck answers with its last look at '
+                    'RabbitMQ, which costs a connection of its own: probes '
+                    'every second from several balancers then open one '
+                    'connection per this many seconds. 0: look every '
+                    'time.'),
 ]
 
 
