@@ -74,6 +74,45 @@ class OperatorCommandsTest(base.ProcessTestCase):
         self.assertEqual(states.CANCELLING, json.loads(out)['status'])
         self.client.wait_for(self.ctxt, migration['id'], states.CANCELLED)
 
+    def test_the_cli_takes_names_and_fails_in_one_line(self):
+        code, out, err = self.volmig('volume', 'create', '--name', 'data',
+                                     '--size-mb', '16', '-f', 'value',
+                                     '-c', 'id')
+        self.assertEqual(0, code, err)
+        volume_id = out.strip()
+        code, out, err = self.volmig('server', 'create', 'vm', '--volume',
+                                     'data', '-f', 'value', '-c', 'id')
+        self.assertEqual(0, code, err)
+        server_id = out.strip()
+        self.wait_for_server(server_id, states.VM_ACTIVE)
+        code, out, err = self.volmig('server', 'show', 'vm', '-f', 'value',
+                                     '-c', 'id')
+        self.assertEqual((0, server_id), (code, out.strip()), err)
+        code, out, err = self.volmig('volume', 'show', 'data', '-f', 'json')
+        self.assertEqual(0, code, err)
+        self.assertEqual((volume_id, '%s (rw)' % server_id), (
+            json.loads(out)['id'], json.loads(out)['attachments']))
+        # A second "data": the name no longer says which.
+        self.assertEqual(0, self.volmig('volume', 'create', '--name', 'data',
+                                        '--size-mb', '16')[0])
+        for args, reason in (
+                (('volume', 'show', 'data'),
+                 "2 volumes are named 'data': give an id"),
+                (('volume', 'delete', 'nothing'),
+                 "no volume is named 'nothing'")):
+            code, _, err = self.volmig(*args)
+            self.assertEqual((1, [reason]), (code, err.splitlines()))
+        # An API that is not there: one line, whatever requests says.
+        nowhere = 'http://127.0.0.1:%d/v2.1' % base.free_port()
+        result = subprocess.run(  # nosec B603
+            [os.path.join(sys.prefix, 'bin', 'volmig'), '--os-endpoint',
+             nowhere, 'server', 'list'], capture_output=True, text=True,
+            timeout=60, check=False)
+        self.assertEqual(
+            (1, ['cannot reach volmig-api at %s (ConnectionError)'
+                 % nowhere]),
+            (result.returncode, result.stderr.splitlines()))
+
     def test_a_lost_host_is_recovered_by_hand(self):
         server, bdm = self.create_server('compute-2')
         migration = self.client.start(self.ctxt, bdm['attachment_id'])

@@ -5,13 +5,24 @@ import sys
 
 from cliff import app
 from cliff import commandmanager
+from oslo_utils import uuidutils
 import requests
 
+from volmig import version
 from volmig.api.rest import microversion
 
 DEFAULT_ENDPOINT = 'http://127.0.0.1:8788/v2.1'
 # noauth2's administrator; with Keystone, pass a real token.
 DEFAULT_TOKEN = 'admin:admin'  # noqa: S105 # nosec
+
+
+# The help of arguments that name a server or a volume.
+SERVER = 'The server, by name or id.'
+VOLUME = 'The volume, by name or id.'
+POLL_INTERVAL = 'Seconds between looks at the progress.'
+# Where a name is found: the collection, its key, and the name's key.
+_NAMED = {'server': ('/servers', 'servers', 'name'),
+          'volume': ('/os-volumes', 'volumes', 'displayName')}
 
 
 class APIError(Exception):
@@ -32,8 +43,13 @@ class Session:
             'Accept': 'application/json'})
 
     def request(self, method: str, path: str, body=None):
-        response = self.http.request(method, self.endpoint + path,
-                                     json=body, timeout=self.timeout)
+        try:
+            response = self.http.request(method, self.endpoint + path,
+                                         json=body, timeout=self.timeout)
+        except requests.RequestException as exc:
+            # requests' own words run over several nested reasons.
+            raise APIError('cannot reach volmig-api at %s (%s)' % (
+                self.endpoint, type(exc).__name__)) from None
         if response.status_code >= 400:
             try:
                 (fault,) = response.json().values()
@@ -46,6 +62,20 @@ class Session:
 
     def get(self, path):
         return self.request('GET', path)
+
+    def find(self, kind: str, ref: str) -> str:
+        """The id of the server or volume that ``ref`` names: its id, or
+        a name that only it has."""
+        if uuidutils.is_uuid_like(ref):
+            return ref
+        path, key, name_key = _NAMED[kind]
+        found = [item['id'] for item in self.get(path)[key]
+                 if item.get(name_key) == ref]
+        if len(found) == 1:
+            return found[0]
+        raise APIError('no %s is named %r' % (kind, ref) if not found else
+                       '%d %ss are named %r: give an id' % (
+                           len(found), kind, ref))
 
     def post(self, path, body):
         return self.request('POST', path, body)
@@ -62,7 +92,7 @@ class VolmigApp(app.App):
     def __init__(self):
         super().__init__(description='Servers, volumes and live volume '
                                      'migrations through the volmig API.',
-                         version='1.0',
+                         version=version.version_info.version_string(),
                          command_manager=commandmanager.CommandManager(
                              'volmig.cli'),
                          deferred_help=True)

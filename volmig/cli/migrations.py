@@ -14,8 +14,12 @@ class ListMigrations(lister.Lister):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        for name in ('status', 'volume-id', 'instance-uuid', 'host'):
-            parser.add_argument('--' + name)
+        for name, text in (
+                ('status', 'Only migrations in this status.'),
+                ('volume-id', 'Only those of this volume.'),
+                ('instance-uuid', 'Only those of this server.'),
+                ('host', "Only those of this compute host's servers.")):
+            parser.add_argument('--' + name, help=text)
         return parser
 
     def take_action(self, args):
@@ -34,7 +38,7 @@ class ShowMigration(show.ShowOne):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('migration')
+        parser.add_argument('migration', help="The migration's id.")
         return parser
 
     def take_action(self, args):
@@ -51,7 +55,7 @@ class _MigrationAction(show.ShowOne):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('migration')
+        parser.add_argument('migration', help="The migration's id.")
         return parser
 
     def take_action(self, args):

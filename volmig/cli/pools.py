@@ -7,6 +7,8 @@ import time
 from cliff import command
 from cliff import lister
 
+from volmig.cli import app
+
 COLUMNS = ('volume', 'name', 'size_mb', 'action', 'state', 'reason')
 MIB = 1024 * 1024
 
@@ -50,8 +52,9 @@ class DrainPool(_DrainLister):
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
         parser.add_argument('--from', dest='pool', required=True,
-                            metavar='POOL')
-        parser.add_argument('--to', required=True, metavar='POOL')
+                            metavar='POOL', help='The pool to empty.')
+        parser.add_argument('--to', required=True, metavar='POOL',
+                            help='The pool its volumes move to.')
         parser.add_argument('--max-parallel', type=int, default=1,
                             help='Volumes moving at once (default 1).')
         parser.add_argument('--max-bandwidth-mbps', type=int,
@@ -61,7 +64,8 @@ class DrainPool(_DrainLister):
                                  'nothing.')
         parser.add_argument('--wait', action='store_true',
                             help='Show the progress until the drain ends.')
-        parser.add_argument('--poll-interval', type=float, default=1.0)
+        parser.add_argument('--poll-interval', type=float, default=1.0,
+                            help=app.POLL_INTERVAL)
         return parser
 
     def take_action(self, args):
@@ -81,10 +85,11 @@ class ShowDrain(_DrainLister):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('pool')
+        parser.add_argument('pool', help="The pool's name.")
         parser.add_argument('--wait', action='store_true',
                             help='Show the progress until the drain ends.')
-        parser.add_argument('--poll-interval', type=float, default=1.0)
+        parser.add_argument('--poll-interval', type=float, default=1.0,
+                            help=app.POLL_INTERVAL)
         return parser
 
     def take_action(self, args):
@@ -101,7 +106,7 @@ class CancelDrain(command.Command):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('pool')
+        parser.add_argument('pool', help="The pool's name.")
         return parser
 
     def take_action(self, args):

@@ -4,6 +4,8 @@ from cliff import command
 from cliff import lister
 from cliff import show
 
+from volmig.cli import app
+
 COLUMNS = ('id', 'name', 'status', 'task_state', 'volumes')
 
 
@@ -20,9 +22,11 @@ class CreateServer(lister.Lister):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('name')
+        parser.add_argument('name', help="The server's name (each of "
+                                         "--count servers gets it).")
         parser.add_argument('--volume', action='append', default=[],
-                            help='A volume to attach; repeat for more.')
+                            help='A volume to attach, by name or id; '
+                                 'repeat for more.')
         parser.add_argument('--mode', choices=['rw', 'ro'], default='rw',
                             help='Attach mode of the volumes.')
         parser.add_argument('--count', type=int, default=1,
@@ -41,7 +45,9 @@ class CreateServer(lister.Lister):
                       {'uuid': volume, 'source_type': 'volume',
                        'destination_type': 'volume', 'attach_mode': args.mode,
                        'boot_index': index if index == 0 else None}
-                      for index, volume in enumerate(args.volume)]}
+                      for index, volume in enumerate(
+                          self.app.api.find('volume', ref)
+                          for ref in args.volume)]}
         if args.host:
             server['availability_zone'] = 'nova:%s' % args.host
         if args.image:
@@ -67,11 +73,12 @@ class ShowServer(show.ShowOne):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('server')
+        parser.add_argument('server', help=app.SERVER)
         return parser
 
     def take_action(self, args):
-        server = self.app.api.get('/servers/%s' % args.server)['server']
+        server = self.app.api.get('/servers/%s' % self.app.api.find(
+            'server', args.server))['server']
         return COLUMNS + ('host',), _row(server) + (
             server.get('OS-EXT-SRV-ATTR:host'),)
 
@@ -80,22 +87,25 @@ class _ServerCommand(command.Command):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('server')
+        parser.add_argument('server', help=app.SERVER)
         return parser
+
+    def server(self, args):
+        return self.app.api.find('server', args.server)
 
 
 class DeleteServer(_ServerCommand):
     """Delete a server."""
 
     def take_action(self, args):
-        self.app.api.delete('/servers/%s' % args.server)
+        self.app.api.delete('/servers/%s' % self.server(args))
 
 
 class StopServer(_ServerCommand):
     """Shut a server off."""
 
     def take_action(self, args):
-        self.app.api.post('/servers/%s/action' % args.server,
+        self.app.api.post('/servers/%s/action' % self.server(args),
                           {'os-stop': None})
 
 
@@ -103,7 +113,7 @@ class StartServer(_ServerCommand):
     """Power a server on."""
 
     def take_action(self, args):
-        self.app.api.post('/servers/%s/action' % args.server,
+        self.app.api.post('/servers/%s/action' % self.server(args),
                           {'os-start': None})
 
 
@@ -118,6 +128,6 @@ class ConsoleLog(_ServerCommand):
 
     def take_action(self, args):
         body = {'os-getConsoleOutput': {'length': args.lines}}
-        output = self.app.api.post('/servers/%s/action' % args.server,
-                                   body)['output']
+        output = self.app.api.post('/servers/%s/action'
+                                   % self.server(args), body)['output']
         self.app.stdout.write(output)

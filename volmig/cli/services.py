@@ -13,8 +13,9 @@ class ListServices(lister.Lister):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('--binary')
-        parser.add_argument('--host')
+        parser.add_argument('--binary',
+                            help='Only this service, e.g. volmig-compute.')
+        parser.add_argument('--host', help='Only those of this host.')
         return parser
 
     def take_action(self, args):

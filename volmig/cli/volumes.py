@@ -7,6 +7,8 @@ from cliff import command
 from cliff import lister
 from cliff import show
 
+from volmig.cli import app
+
 COLUMNS = ('id', 'name', 'status', 'size_mb', 'multiattach', 'pool',
            'migration_status', 'attachments')
 BAR_WIDTH = 30
@@ -25,12 +27,14 @@ class CreateVolume(show.ShowOne):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('--name')
+        parser.add_argument('--name', help="The volume's name.")
         size = parser.add_mutually_exclusive_group(required=True)
         size.add_argument('--size', type=int, help='Size in GiB.')
         size.add_argument('--size-mb', type=int, help='Size in MiB.')
-        parser.add_argument('--multiattach', action='store_true')
-        parser.add_argument('--pool')
+        parser.add_argument('--multiattach', action='store_true',
+                            help='Several servers may attach it.')
+        parser.add_argument('--pool', help='Where it is made (a volume '
+                                           'type with Cinder).')
         return parser
 
     def take_action(self, args):
@@ -59,12 +63,12 @@ class ShowVolume(show.ShowOne):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('volume')
+        parser.add_argument('volume', help=app.VOLUME)
         return parser
 
     def take_action(self, args):
-        return COLUMNS, _row(self.app.api.get('/os-volumes/%s'
-                                              % args.volume)['volume'])
+        return COLUMNS, _row(self.app.api.get('/os-volumes/%s' % (
+            self.app.api.find('volume', args.volume)))['volume'])
 
 
 class DeleteVolume(command.Command):
@@ -72,20 +76,26 @@ class DeleteVolume(command.Command):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('volume')
+        parser.add_argument('volume', help=app.VOLUME)
         return parser
 
     def take_action(self, args):
-        self.app.api.delete('/os-volumes/%s' % args.volume)
+        self.app.api.delete('/os-volumes/%s' % self.app.api.find(
+            'volume', args.volume))
 
 
 class _AttachmentCommand(command.Command):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('server')
-        parser.add_argument('volume')
+        parser.add_argument('server', help=app.SERVER)
+        parser.add_argument('volume', help=app.VOLUME)
         return parser
+
+    def resolve(self, args):
+        """Names become ids."""
+        args.server = self.app.api.find('server', args.server)
+        args.volume = self.app.api.find('volume', args.volume)
 
     @staticmethod
     def path(args) -> str:
@@ -97,10 +107,12 @@ class AttachVolume(_AttachmentCommand):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('--mode', choices=['rw', 'ro'], default='rw')
+        parser.add_argument('--mode', choices=['rw', 'ro'], default='rw',
+                            help='Read/write (default) or read-only.')
         return parser
 
     def take_action(self, args):
+        self.resolve(args)
         attached = self.app.api.post(self.path(args), {'volumeAttachment': {
             'volumeId': args.volume, 'attach_mode': args.mode}})
         attachment = attached['volumeAttachment']
@@ -113,6 +125,7 @@ class DetachVolume(_AttachmentCommand):
     """Detach a volume from a server."""
 
     def take_action(self, args):
+        self.resolve(args)
         self.app.api.delete('%s/%s' % (self.path(args), args.volume))
 
 
@@ -121,10 +134,13 @@ class SwapVolume(_AttachmentCommand):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('new_volume')
+        parser.add_argument('new_volume', help='The volume it switches to, '
+                                               'by name or id.')
         return parser
 
     def take_action(self, args):
+        self.resolve(args)
+        args.new_volume = self.app.api.find('volume', args.new_volume)
         self.app.api.put('%s/%s' % (self.path(args), args.volume),
                          {'volumeAttachment': {'volumeId': args.new_volume}})
 
@@ -144,15 +160,19 @@ class MigrateVolume(lister.Lister):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('volume')
-        parser.add_argument('--to', required=True, metavar='POOL')
-        parser.add_argument('--max-bandwidth-mbps', type=int)
+        parser.add_argument('volume', help=app.VOLUME)
+        parser.add_argument('--to', required=True, metavar='POOL',
+                            help='The pool it moves to.')
+        parser.add_argument('--max-bandwidth-mbps', type=int,
+                            help='Bandwidth cap of the copy, MiB/s.')
         parser.add_argument('--wait', action='store_true',
                             help='Show progress until the copy is done.')
-        parser.add_argument('--poll-interval', type=float, default=0.5)
+        parser.add_argument('--poll-interval', type=float, default=0.5,
+                            help=app.POLL_INTERVAL)
         return parser
 
     def take_action(self, args):
+        args.volume = self.app.api.find('volume', args.volume)
         request = {'pool': args.to}
         if args.max_bandwidth_mbps:
             request['max_bandwidth_mbps'] = args.max_bandwidth_mbps
