@@ -8,7 +8,8 @@ side by side:
   volmig-api, volmig-conductor and volmig-compute (fake driver) processes.
 
 It prints p50 and p99 of each, and the ratio of start to the bare call.
-DESIGN section 8 targets start p50 <= 3x a bare call.
+The design (doc/source/design.rst, "Performance") once targeted
+start p50 <= 3x a bare call.
 """
 
 # The backend must be chosen before oslo.messaging is imported.

@@ -10,7 +10,7 @@ block-storage service would drive it.
 
 It prints migrations per second from the first start to the last
 completed, against the same number of bare oslo.messaging calls per second
-from as many threads in the same run (DESIGN section 8: >= 0.25), the
+from as many threads in the same run (a goal of >= 0.25 once), the
 conductor's CPU, and the progress reports the conductor received per
 migration.
 """

@@ -4,7 +4,8 @@ No guest OS runs, so a ``qemu-io`` process writes through the NBD export
 of a disk (``[qemu] export_disks``). The export sits on the same block
 nodes as the guest's device and follows them through snapshot, switch
 and commit. Writes through HMP ``qemu-io`` instead made QEMU 7.2 abort
-during ``job-complete`` (DESIGN section 6). Every write is recorded, so
+during ``job-complete`` (doc/source/design.rst, "Compute drivers").
+Every write is recorded, so
 the image the volume must end up with can be computed.
 
 A write is acknowledged once QEMU has written it; with ``[qemu]

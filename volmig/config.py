@@ -12,7 +12,7 @@ from volmig.conf import opts
 from volmig.db import api as db_api
 
 # Without a prefetch limit a server reads the whole backlog before it
-# dispatches anything (DESIGN 7a).
+# dispatches anything (doc/source/design.rst, "Messaging").
 RABBIT_PREFETCH = 10
 
 

@@ -1,4 +1,4 @@
-"""Versioned notifications (DESIGN section 3.4).
+"""Versioned notifications (doc/source/design.rst, "Contracts").
 
 They go to the ``versioned_notifications`` topic through oslo.messaging's
 notifier; ``[oslo_messaging_notifications] driver = messagingv2`` turns

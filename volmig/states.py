@@ -1,4 +1,5 @@
-"""State names, and the volume-migration state machine (DESIGN section 4).
+"""State names, and the volume-migration state machine
+(doc/source/design.rst, "State and recovery").
 
 Every status that is not terminal counts as in progress.
 """

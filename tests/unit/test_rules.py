@@ -1,4 +1,5 @@
-"""Every refusal of DESIGN section 5 that the conductor decides."""
+"""Every refusal of doc/source/design.rst, "Rules", that the conductor
+decides."""
 
 from oslotest import base
 

@@ -1,6 +1,7 @@
 """Finds work that nothing is finishing, and gets it finished or failed.
 
-DESIGN section 7: no instance stays in a task state, and no migration in
+doc/source/design.rst, "What must never happen": no instance stays in a
+task state, and no migration in
 progress, after the fault that put it there has gone. A migration whose
 agent has been silent for ``[conductor] migration_stall_timeout`` is
 handed back to that agent to reconcile, whether the agent restarted or

@@ -323,7 +323,8 @@ class InstanceConductor:
                         % (volume_id, reason)), task_state=None),
             expected_task_state=states.TASK_DETACHING)
 
-    # The legacy swap (DESIGN section 3.3): two attachments at once.
+    # The legacy swap (doc/source/design.rst, "Contracts"): two attachments
+    # at once.
 
     def swap_volume(self, ctxt, instance_uuid: str, old_volume_id: str,
                     new_volume_id: str) -> dict:

@@ -1,4 +1,4 @@
-"""The rules of DESIGN section 5, as pure functions.
+"""The rules of doc/source/design.rst, "Rules", as pure functions.
 
 Each takes plain records (dicts) and either returns a decision or raises
 the typed error the caller sees. Nothing here touches the database, RPC
@@ -126,7 +126,7 @@ def check_no_other_migration(instance: dict, src_attachment_id: str,
 def choose_migration_mode(instance: dict, volume: dict,
                           attached_instances: Iterable[dict],
                           capabilities: dict) -> str:
-    """Decide live or offline, or refuse (DESIGN section 5).
+    """Decide live or offline, or refuse (doc/source/design.rst, "Rules").
 
     ``attached_instances`` are all instances the volume is attached to.
     """

@@ -1,4 +1,4 @@
-"""The one door to block storage (DESIGN section 2, ``volmig.volume``)."""
+"""The one door to block storage (doc/source/design.rst, "Parts")."""
 
 import typing
 

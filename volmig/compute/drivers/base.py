@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import dataclasses
 import types
 
-# Capability names (DESIGN section 6).
+# Capability names (doc/source/design.rst, "Compute drivers").
 LIVE_VOLUME_MIGRATION = 'live_volume_migration'
 MULTIATTACH = 'multiattach'
 READONLY_ATTACH = 'readonly_attach'

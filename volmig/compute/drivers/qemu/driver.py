@@ -1,6 +1,7 @@
 """The QEMU driver: live volume migration with a local overlay.
 
-The QMP sequence is DESIGN section 6. Start snapshots the volume's node
+The QMP sequence is in doc/source/design.rst, "Compute drivers". Start
+snapshots the volume's node
 into a host-local qcow2 overlay, so src gets no more writes. Complete
 opens dst, reopens the overlay onto it, closes src, and commits the
 overlay into dst as a tracked job. Cancel commits the overlay back into

@@ -2,7 +2,7 @@
 
 One JSON file per migration, rewritten and fsynced before each QMP step,
 so an agent that restarts knows which step it was in and can compare it
-with what QEMU reports (DESIGN section 4).
+with what QEMU reports (doc/source/design.rst, "State and recovery").
 """
 
 import json

@@ -3,7 +3,7 @@
 ``qemu.qmp``'s client is asyncio; the agent is threaded. One loop thread
 runs every monitor, and threads submit commands to it. A lock per monitor
 keeps one command in flight per socket: replies of two interleaved users
-of one socket are a real hazard (DESIGN section 6).
+of one socket are a real hazard (doc/source/design.rst, "Compute drivers").
 """
 
 import asyncio
