@@ -57,8 +57,9 @@ from volmig.cinder import opts
 CONF = cfg.CONF
 opts.register_opts(CONF)
 LOG = logging.getLogger(__name__)
-# Seconds between looks at an attachment volmig is completing.
-POLL_INTERVAL = 0.2
+# Seconds between looks at a switch under way (a guest waits on its
+# overlay meanwhile): a database read and one small call.
+POLL_INTERVAL = 0.05
 
 
 class VolumeManager(manager.VolumeManager):
@@ -204,9 +205,9 @@ class Move:
                     self.ctxt, new_volume, migration['instance_uuid'],
                     attach_mode=self.modes[src_id])
                 self.volmig.complete(self.service, src_id, dst.id,
-                                     timeout=CONF.volmig.timeout)
+                                     wait=False)
+                self._wait_switched(migration['id'], dst)
                 done.append(migration['id'])
-                self._wait_attached(dst)
         except Exception as exc:
             self.migrations = [m for m in self.migrations
                                if m['id'] not in done]
@@ -224,15 +225,24 @@ class Move:
         LOG.info('volmig switched every guest of volume %(id)s to %(new)s',
                  {'id': self.volume_id, 'new': new_volume.id})
 
-    def _wait_attached(self, attachment) -> None:
-        """volmig completes Cinder's attachment just after the guest is on
-        it; until then Cinder reserves the volume for no other."""
+    def _wait_switched(self, migration_id: str, attachment) -> None:
+        """Until volmig completes the new attachment, just after the guest
+        is on it (until then Cinder reserves the volume for no other), or
+        the migration ends short of it."""
         deadline = time.monotonic() + CONF.volmig.timeout
-        while attachment.attach_status != fields.VolumeAttachStatus.ATTACHED:
-            if time.monotonic() > deadline:
-                raise cinder_exception.VolumeMigrationFailed(
-                    reason='attachment %s of volume %s is still %s' % (
-                        attachment.id, attachment.volume_id,
-                        attachment.attach_status))
-            time.sleep(POLL_INTERVAL)
+        while True:
+            # The migration first: one that ended had completed the
+            # attachment before, if it ever does.
+            migration = self.volmig.get(self.service, migration_id)
             attachment.refresh()
+            if attachment.attach_status == fields.VolumeAttachStatus.ATTACHED:
+                return
+            if (migration['status'] in states.TERMINAL
+                    or time.monotonic() > deadline):
+                raise exception.MigrationFailed(
+                    migration_id=migration_id,
+                    reason=migration['error_reason'] or 'it is %s, and '
+                    'attachment %s is %s' % (migration['status'],
+                                             attachment.id,
+                                             attachment.attach_status))
+            time.sleep(POLL_INTERVAL)
