@@ -5,6 +5,7 @@ test cannot feed another. Test cases skip, saying why, only when no
 RabbitMQ answers; .ci/run makes sure one does.
 """
 
+import os
 import socket
 
 from oslotest import base
@@ -79,6 +80,11 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
         self.processes = self.cluster.processes
         self.setup_clients(rpc_timeout=30)
         self.cluster.wait_until_registered()
+
+    def pools(self) -> str:
+        """``[storage] pools``: pool-a and pool-b in the state path."""
+        return ','.join('%s:%s' % (pool, os.path.join(self.state_path, pool))
+                        for pool in ('pool-a', 'pool-b'))
 
     def api_port(self) -> int:
         """Where volmig-api listens."""

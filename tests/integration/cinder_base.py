@@ -138,6 +138,28 @@ class CinderTestCase(test_real_guests.RealGuestTestCase):
             handle.write(content)
         return volume, path
 
+    def shared_by_two_writers(self, volume_type):
+        """A multiattach volume (zeros: a slot no guest has written
+        reads as zeros) that two guests write to, in regions of their
+        own; returns (volume, its file, servers)."""
+        shared, old_file = self.shared_volume(volume_type=volume_type)
+        servers = [self.boot([shared], image=image) for image in
+                   ('volmig-guest', 'volmig-guest-r1')]
+        for server in servers:
+            self.wait_for_acks(server, shared['id'], 10)
+        return shared, old_file, servers
+
+    def assert_writers_whole_on(self, shared, old_file, servers):
+        """Every guest still writes to ``old_file``, which holds every
+        write each one acknowledged."""
+        for region, server in enumerate(servers):
+            self.assertTrue(self.holds(server, old_file))
+            written = len(self.acks(server, shared['id']))
+            self.wait_for_acks(server, shared['id'], written + 10)
+            self.stop(server)
+            self.assert_acked_on(old_file, self.acks(server, shared['id']),
+                                 region=region)
+
     def filled_volume(self, mib=256, volume_type='nfs-a'):
         """A volume with data to copy, so the copy takes a while."""
         volume = self.cinder_volume(volume_type)

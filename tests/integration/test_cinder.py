@@ -181,12 +181,7 @@ class CinderMigrationTest(cinder_base.CinderTestCase):
             self.assertEqual(content, handle.read(len(content)))
 
     def test_two_read_write_shares_are_refused_and_lose_nothing(self):
-        # Zeros: every slot a guest has not written yet reads as zeros.
-        shared, old_file = self.shared_volume()
-        servers = [self.boot([shared], image=image) for image in
-                   ('volmig-guest', 'volmig-guest-r1')]
-        for server in servers:
-            self.wait_for_acks(server, shared['id'], 10)
+        shared, old_file, servers = self.shared_by_two_writers('nfs-a-multi')
         self.retype(shared['id'], 'nfs-b-multi')
         volume = self.wait_cinder_migrated(shared['id'])
         # volmig answered the completion with an error and wrote nothing.
@@ -198,13 +193,7 @@ class CinderMigrationTest(cinder_base.CinderTestCase):
         self.assertIn('read/write', move['error'])
         self.assertEqual(sorted(servers), sorted(
             a['instance'] for a in self.cinder_attachments(shared['id'])))
-        for region, server in enumerate(servers):
-            self.assertTrue(self.holds(server, old_file))
-            written = len(self.acks(server, shared['id']))
-            self.wait_for_acks(server, shared['id'], written + 10)
-            self.stop(server)
-            self.assert_acked_on(old_file, self.acks(server, shared['id']),
-                                 region=region)
+        self.assert_writers_whole_on(shared, old_file, servers)
 
     def wait_for_move(self, statuses):
         return self.wait_until(

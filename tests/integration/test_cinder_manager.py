@@ -103,11 +103,7 @@ class CinderManagerTest(cinder_base.CinderTestCase):
         self.assert_no_volume_move()
 
     def test_two_read_write_shares_are_refused_before_any_start(self):
-        shared, old_file = self.shared_volume(volume_type='nfs-c-multi')
-        servers = [self.boot([shared], image=image) for image in
-                   ('volmig-guest', 'volmig-guest-r1')]
-        for server in servers:
-            self.wait_for_acks(server, shared['id'], 10)
+        shared, old_file, servers = self.shared_by_two_writers('nfs-c-multi')
         self.retype(shared['id'], 'nfs-d-multi')
         volume = self.wait_cinder_migrated(shared['id'])
         self.assertEqual(('error', 'in-use', 'nfs-c-multi'),
@@ -119,13 +115,7 @@ class CinderManagerTest(cinder_base.CinderTestCase):
         self.assertEqual([], self.client.list(self.ctxt,
                                               volume_id=shared['id']))
         self.assert_attached_as_volmig_maps(shared['id'], servers, 'rw')
-        for region, server in enumerate(servers):
-            self.assertTrue(self.holds(server, old_file))
-            written = len(self.acks(server, shared['id']))
-            self.wait_for_acks(server, shared['id'], written + 10)
-            self.stop(server)
-            self.assert_acked_on(old_file, self.acks(server, shared['id']),
-                                 region=region)
+        self.assert_writers_whole_on(shared, old_file, servers)
 
     def test_failed_copy_sends_the_guest_back_to_its_volume(self):
         # More data than nfs-d's share holds: Cinder's copy fails.

@@ -94,11 +94,8 @@ class LiveTest(base.ProcessTestCase):
     VOLUME_SERVICE = True
 
     def options(self):
-        pools = ','.join('%s:%s' % (pool, os.path.join(self.state_path,
-                                                       pool))
-                         for pool in ('pool-a', 'pool-b'))
         return {('volume', 'backend'): 'file',
-                ('storage', 'pools'): pools,
+                ('storage', 'pools'): self.pools(),
                 ('qemu', 'image_dir'): os.path.join(self.state_path,
                                                     'images')}
 

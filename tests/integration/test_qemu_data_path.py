@@ -27,16 +27,13 @@ class QemuTestCase(base.ProcessTestCase):
     VOLUME_SERVICE = True
 
     def options(self):
-        pools = ','.join('%s:%s' % (pool, os.path.join(self.state_path,
-                                                       pool))
-                         for pool in ('pool-a', 'pool-b'))
         return {('compute', 'driver'): 'qemu',
                 ('qemu', 'export_disks'): True,
                 # These guests run no OS: os-stop's ACPI power-down goes
                 # unanswered, and the hard stop follows.
                 ('compute', 'shutdown_timeout'): 1,
                 ('volume', 'backend'): 'file',
-                ('storage', 'pools'): pools,
+                ('storage', 'pools'): self.pools(),
                 # Small copy chunks, so zero detection is fine-grained.
                 ('storage', 'copy_chunk_kb'): 64,
                 # Longer than an agent restart on a busy machine: these

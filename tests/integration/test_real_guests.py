@@ -35,9 +35,6 @@ class RealGuestTestCase(base.ProcessTestCase):
         ('compute', 'sync_power_state_interval'): 3600}}
 
     def options(self):
-        pools = ','.join('%s:%s' % (pool, os.path.join(self.state_path,
-                                                       pool))
-                         for pool in ('pool-a', 'pool-b'))
         return {('compute', 'driver'): 'qemu',
                 # One directory of guests per agent.
                 ('compute', 'state_path'): os.path.join(self.state_path,
@@ -46,7 +43,7 @@ class RealGuestTestCase(base.ProcessTestCase):
                 ('qemu', 'image_dir'): os.path.join(self.state_path,
                                                     'images'),
                 ('volume', 'backend'): 'file',
-                ('storage', 'pools'): pools,
+                ('storage', 'pools'): self.pools(),
                 ('storage', 'max_bandwidth_mbps'): 16,
                 ('conductor', 'migration_stall_timeout'): 30}
 
