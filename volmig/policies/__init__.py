@@ -4,6 +4,7 @@ import itertools
 
 from volmig.policies import attachments
 from volmig.policies import base
+from volmig.policies import metrics
 from volmig.policies import servers
 from volmig.policies import services
 from volmig.policies import volume_migrations
@@ -14,4 +15,4 @@ from volmig.policies import volumes
 def list_rules():
     return itertools.chain(*(module.list_rules() for module in (
         base, servers, attachments, volumes, volume_migrations, volume_pools,
-        services)))
+        services, metrics)))

@@ -3,8 +3,9 @@
 ``/`` (the versions document) answers without authentication, so load
 balancers and ``volmig-all-in-one`` can use it as a readiness check, and
 so does ``/healthcheck`` (database and RabbitMQ reachable: 200, else
-503), and ``/metrics`` (Prometheus); everything else goes through auth
-(``[api] auth_strategy``) first.
+503), and ``/metrics`` (Prometheus) unless ``[metrics] api_access`` asks
+for a token or turns it off; everything else goes through auth (``[api]
+auth_strategy``) first.
 """
 
 from oslo_middleware import healthcheck
@@ -14,13 +15,16 @@ import prometheus_client
 import webob
 import webob.dec
 
+from volmig import exception
 from volmig import metrics
+from volmig import policy
 from volmig.api.rest import auth
 from volmig.api.rest import router
 from volmig.api.rest import versions
 from volmig.api.rest import wsgi
 from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
+from volmig.policies import metrics as metrics_policies
 
 
 class Root:
@@ -32,6 +36,8 @@ class Root:
         self.metrics = prometheus_client.CollectorRegistry(auto_describe=False)
         self.metrics.register(metrics.MigrationsByStatus(
             conductor_rpcapi.ConductorAPI()))
+        # [metrics] api_access = token: after the auth pipeline.
+        self.protected_metrics = auth.pipeline(self._authorized_exposition)
 
     @webob.dec.wsgify(RequestClass=wsgi.Request)
     def __call__(self, req):
@@ -41,11 +47,30 @@ class Root:
         if req.path_info == '/healthcheck':
             return req.get_response(self.health)
         if req.path_info == '/metrics' and req.method == 'GET':
-            return webob.Response(
-                body=metrics.exposition(self.metrics),
-                content_type=prometheus_client.CONTENT_TYPE_LATEST.split(
-                    ';')[0], charset='utf-8')
+            access = CONF.metrics.api_access
+            if access == 'open':
+                return self.exposition(req)
+            if access == 'token':
+                return req.get_response(self.protected_metrics)
+            return wsgi.fault(404, '/metrics is not served on this port '
+                                   '([metrics] api_access is off).')
         return req.get_response(self.application)
+
+    @webob.dec.wsgify(RequestClass=wsgi.Request)
+    def exposition(self, req):
+        return webob.Response(
+            body=metrics.exposition(self.metrics),
+            content_type=prometheus_client.CONTENT_TYPE_LATEST.split(
+                ';')[0], charset='utf-8')
+
+    @webob.dec.wsgify(RequestClass=wsgi.Request)
+    def _authorized_exposition(self, req):
+        try:
+            policy.authorize(req.environ['volmig.context'],
+                             metrics_policies.GET)
+        except exception.Forbidden as exc:
+            return wsgi.fault(403, exc.message)
+        return self.exposition(req)
 
 
 def build():
