@@ -68,7 +68,7 @@ class Deployment(fixtures.Fixture):
                    ('compute', 'shutdown_timeout'): 5,
                    ('qemu', 'image_dir'): images}
         options.update(self.cinder.volmig_options())
-        options.update(self.cinder.keystone_authtoken_options())
+        options.update(self.keystone.authtoken_options())
         self.guests = os.path.join(self.dir, 'compute', 'guests')
         db_url = 'sqlite:///%s/volmig.sqlite' % self.dir
         db_api.configure(db_url)

@@ -279,21 +279,6 @@ class Cinder(openstack.Processes):
             'id']
         return os.path.join(self.exports[backend], 'volume-%s' % name_id)
 
-    def keystone_authtoken_options(self) -> dict:
-        """volmig-api behind keystonemiddleware, on this Keystone."""
-        return {('api', 'auth_strategy'): 'keystone',
-                ('keystone_authtoken', 'www_authenticate_uri'):
-                    self.keystone.url,
-                ('keystone_authtoken', 'auth_url'): self.keystone.url,
-                ('keystone_authtoken', 'auth_type'): 'password',
-                ('keystone_authtoken', 'username'): 'volmig',
-                ('keystone_authtoken', 'password'): openstack.SERVICE_PASSWORD,
-                ('keystone_authtoken', 'user_domain_id'): 'default',
-                ('keystone_authtoken', 'project_name'): 'service',
-                ('keystone_authtoken', 'project_domain_id'): 'default',
-                ('keystone_authtoken', 'service_token_roles_required'):
-                    True}
-
     def volmig_options(self) -> dict:
         """[volume] and [cinder] of a volmig deployment using this Cinder,
         and where its agents find the shares."""

@@ -112,7 +112,15 @@ class Processes(fixtures.Fixture):
 
 
 class Keystone(Processes):
-    """A bootstrapped Keystone with a ``service`` project and users."""
+    """A bootstrapped Keystone with a ``service`` project and users.
+
+    ``token_expiration``: seconds a token lives (Keystone's default is an
+    hour).
+    """
+
+    def __init__(self, token_expiration: int | None = None):
+        super().__init__()
+        self.token_expiration = token_expiration
 
     def _setUp(self):
         super()._setUp()
@@ -128,7 +136,9 @@ class Keystone(Processes):
             'DEFAULT': {'log_file': os.path.join(self.dir, 'keystone.log')},
             'database': {'connection': 'sqlite:///%s/keystone.db'
                          % self.dir},
-            'token': {'provider': 'fernet'},
+            'token': dict({'provider': 'fernet'}, **(
+                {'expiration': self.token_expiration}
+                if self.token_expiration else {})),
             'fernet_tokens': {'key_repository': keys['fernet-keys']},
             'fernet_receipts': {'key_repository': keys['fernet-keys']},
             'credential': {'key_repository': keys['credential-keys']},
@@ -184,13 +194,43 @@ class Keystone(Processes):
 
     def service_user(self, name: str) -> dict:
         """A user with the admin and service roles in ``service``."""
+        return self.user(name, self.service_project, ('admin', 'service'))
+
+    def project(self, name: str) -> str:
+        return self._create('projects', {'name': name,
+                                          'domain_id': 'default'})['id']
+
+    def user(self, name: str, project_id: str, roles) -> dict:
+        """A user with ``roles`` in a project; password SERVICE_PASSWORD."""
         user = self._create('users', {'name': name, 'domain_id': 'default',
                                       'password': SERVICE_PASSWORD})
-        for role in ('admin', 'service'):
+        for role in roles:
             self.admin.put('/projects/%s/users/%s/roles/%s' % (
-                self.service_project, user['id'], self.roles[role]),
+                project_id, user['id'], self.roles[role]),
                 endpoint_filter=self._identity)
         return user
+
+    def token(self, user: str, project_id: str) -> str:
+        """A token of ``user`` scoped to the project."""
+        return ks_session.Session(auth=v3.Password(
+            auth_url=self.url, username=user, password=SERVICE_PASSWORD,
+            user_domain_id='default',
+            project_id=project_id)).get_token()
+
+    def authtoken_options(self, user: str = 'volmig') -> dict:
+        """volmig-api behind keystonemiddleware, on this Keystone, as
+        ``user`` (made by ``service_user``)."""
+        return {('api', 'auth_strategy'): 'keystone',
+                ('keystone_authtoken', 'www_authenticate_uri'): self.url,
+                ('keystone_authtoken', 'auth_url'): self.url,
+                ('keystone_authtoken', 'auth_type'): 'password',
+                ('keystone_authtoken', 'username'): user,
+                ('keystone_authtoken', 'password'): SERVICE_PASSWORD,
+                ('keystone_authtoken', 'user_domain_id'): 'default',
+                ('keystone_authtoken', 'project_name'): 'service',
+                ('keystone_authtoken', 'project_domain_id'): 'default',
+                ('keystone_authtoken', 'service_token_roles_required'):
+                    True}
 
     def register(self, service_type: str, url: str) -> None:
         """An endpoint in the catalog, as an operator registers one."""

@@ -55,7 +55,7 @@ class CinderTestCase(test_real_guests.RealGuestTestCase):
         options = {name: self.cinder.volmig_options()
                    for name in ('conductor', 'api', *self.hosts)}
         # Cinder calls the compute API with Keystone tokens.
-        options['api'].update(self.cinder.keystone_authtoken_options())
+        options['api'].update(self.keystone.authtoken_options())
         return options
 
     def rest(self, method, path, body=None, token=None):

@@ -1,0 +1,104 @@
+"""volmig-api behind keystonemiddleware on a real Keystone: what each
+persona's token may do, project scoping, and an expired token."""
+
+import os
+import time
+
+import fixtures
+import requests
+import testtools
+
+from tests import openstack
+from tests.integration import base
+from volmig import states
+
+# Seconds a token lives here: long enough to make one and use it, short
+# enough to wait out.
+TOKEN_LIFE = 10
+
+
+@testtools.skipUnless(
+    os.path.exists(os.path.join(openstack.KEYSTONE_VENV, 'bin', 'gunicorn')),
+    '.venv-keystone has no gunicorn: run tools/bootstrap.sh')
+class KeystoneAuthTest(base.ProcessTestCase):
+    COMPUTES = 1
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls._deployment = fixtures.Fixture()
+        cls._deployment.setUp()
+        try:
+            keystone = cls.keystone = cls._deployment.useFixture(
+                openstack.Keystone(token_expiration=TOKEN_LIFE))
+            keystone.service_user('volmig')
+            cls.projects = {name: keystone.project(name)
+                            for name in ('alpha', 'beta')}
+            keystone.user('alice', cls.projects['alpha'], ['member'])
+            keystone.user('bob', cls.projects['beta'], ['member'])
+            keystone.user('olga', cls.projects['alpha'], ['admin'])
+            keystone.user('cinder', keystone.service_project, ['service'])
+        except Exception:
+            cls._deployment.cleanUp()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._deployment.cleanUp()
+        super().tearDownClass()
+
+    def process_options(self):
+        return {'api': self.keystone.authtoken_options()}
+
+    def api(self, method, path, token, body=None):
+        return requests.request(method, self.endpoint + path, json=body,
+                                timeout=60, headers={'X-Auth-Token': token})
+
+    def token(self, user, project='alpha'):
+        return self.keystone.token(user, self.projects.get(
+            project, self.keystone.service_project))
+
+    def test_each_persona_within_its_project(self):
+        alice = self.token('alice')
+        created = self.api('POST', '/servers', alice,
+                           {'server': {'name': 'vm'}})
+        self.assertEqual(202, created.status_code, created.text)
+        server = created.json()['server']['id']
+        self.wait_for_server(server, states.VM_ACTIVE)
+        # alice's project sees it; bob's, another project, does not.
+        self.assertEqual([server], [s['id'] for s in self.api(
+            'GET', '/servers', alice).json()['servers']])
+        bob = self.token('bob', 'beta')
+        self.assertEqual([], self.api('GET', '/servers',
+                                      bob).json()['servers'])
+        self.assertEqual(404, self.api('GET', '/servers/%s' % server,
+                                       bob).status_code)
+        self.assertEqual(404, self.api('DELETE', '/servers/%s' % server,
+                                       bob).status_code)
+        # Operators' views need admin; a member is refused by policy.
+        refused = self.api('GET', '/os-services', alice)
+        self.assertEqual(403, refused.status_code)
+        self.assertIn('volmig:os-services:list', refused.text)
+        olga = self.token('olga')
+        self.assertEqual(200, self.api('GET', '/os-services',
+                                       olga).status_code)
+        # The swap is the block-storage service's: a member is refused, a
+        # service user gets past policy to the request's own errors.
+        swap = ('/servers/%s/os-volume_attachments/%s'
+                % (server, '5d4c9a53-6c8f-4e0e-9d6e-1f1f3c2b7a10'))
+        body = {'volumeAttachment': {
+            'volumeId': '0b9e6b7a-3d7e-4d65-9a5c-2f1f3c2b7a11'}}
+        self.assertEqual(403, self.api('PUT', swap, alice,
+                                       body).status_code)
+        service = self.api('PUT', swap, self.token('cinder', 'service'),
+                           body)
+        self.assertEqual(404, service.status_code, service.text)
+
+    def test_a_token_past_its_expiry_is_refused(self):
+        alice = self.token('alice')
+        self.assertEqual(200, self.api('GET', '/servers', alice).status_code)
+        time.sleep(TOKEN_LIFE + 1)
+        expired = self.api('GET', '/servers', alice)
+        self.assertEqual(401, expired.status_code, expired.text)
+        self.assertEqual(200, self.api('GET', '/servers',
+                                       self.token('alice')).status_code)
