@@ -1,15 +1,21 @@
 """volmig-api behind keystonemiddleware on a real Keystone: what each
-persona's token may do, project scoping, and an expired token."""
+persona's token may do, project scoping, an expired token, and the volmig
+CLI authenticating as openstackclient does."""
 
 import os
+import subprocess
 import time
 
 import fixtures
+from keystoneauth1 import session as ks_session
+from keystoneauth1.identity import v3
 import requests
 import testtools
+import yaml
 
 from tests import openstack
 from tests.integration import base
+from tests.integration import cluster
 from volmig import states
 
 # Seconds a token lives here: long enough to make one and use it, short
@@ -34,10 +40,15 @@ class KeystoneAuthTest(base.ProcessTestCase):
             keystone.service_user('volmig')
             cls.projects = {name: keystone.project(name)
                             for name in ('alpha', 'beta')}
-            keystone.user('alice', cls.projects['alpha'], ['member'])
+            cls.alice = keystone.user('alice', cls.projects['alpha'],
+                                      ['member'])
             keystone.user('bob', cls.projects['beta'], ['member'])
             keystone.user('olga', cls.projects['alpha'], ['admin'])
             keystone.user('cinder', keystone.service_project, ['service'])
+            # The CLI finds volmig-api in the catalog.
+            cls.api_port_number = base.free_port()
+            keystone.register('compute', 'http://127.0.0.1:%d/v2.1'
+                              % cls.api_port_number)
         except Exception:
             cls._deployment.cleanUp()
             raise
@@ -46,6 +57,9 @@ class KeystoneAuthTest(base.ProcessTestCase):
     def tearDownClass(cls):
         cls._deployment.cleanUp()
         super().tearDownClass()
+
+    def api_port(self):
+        return self.api_port_number
 
     def process_options(self):
         return {'api': self.keystone.authtoken_options()}
@@ -102,3 +116,64 @@ class KeystoneAuthTest(base.ProcessTestCase):
         self.assertEqual(401, expired.status_code, expired.text)
         self.assertEqual(200, self.api('GET', '/servers',
                                        self.token('alice')).status_code)
+
+    def volmig(self, *args, **env):
+        """The CLI as a process, with only the credentials in ``env``."""
+        home = self.useFixture(fixtures.TempDir()).path
+        clean = {key: value for key, value in os.environ.items()
+                 if not key.startswith(('OS_', 'VOLMIG_'))}
+        return subprocess.run(
+            [os.path.join(cluster.BIN_DIR, 'volmig'), *args],
+            capture_output=True, text=True, timeout=60, check=False,
+            env=dict(clean, HOME=home, **env))
+
+    def servers_seen(self, *args, **env):
+        result = self.volmig(*args, 'server', 'list', '-f', 'value', '-c',
+                             'id', **env)
+        self.assertEqual(0, result.returncode, result.stderr)
+        return result.stdout.split()
+
+    def test_the_cli_authenticates_as_openstackclient_does(self):
+        created = self.api('POST', '/servers', self.token('alice'),
+                           {'server': {'name': 'vm'}})
+        self.assertEqual(202, created.status_code, created.text)
+        server = created.json()['server']['id']
+        password = {'auth_url': self.keystone.url,
+                    'user_domain_id': 'default',
+                    'password': openstack.SERVICE_PASSWORD}
+        # clouds.yaml and --os-cloud.
+        clouds = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                              'clouds.yaml')
+        with open(clouds, 'w') as out:
+            yaml.safe_dump({'clouds': {'alpha': {'auth': dict(
+                password, username='alice',
+                project_id=self.projects['alpha'])}}}, out)
+        self.assertEqual([server], self.servers_seen(
+            '--os-cloud', 'alpha', OS_CLIENT_CONFIG_FILE=clouds))
+        # The OS_* variables, as another project's member.
+        self.assertEqual([], self.servers_seen(
+            OS_AUTH_URL=self.keystone.url, OS_USERNAME='bob',
+            OS_PASSWORD=openstack.SERVICE_PASSWORD,
+            OS_USER_DOMAIN_ID='default', OS_PROJECT_ID=self.projects['beta']))
+        # An application credential of alice's.
+        alice = ks_session.Session(auth=v3.Password(
+            username='alice', project_id=self.projects['alpha'], **password))
+        credential = alice.post(
+            '%s/users/%s/application_credentials' % (self.keystone.url,
+                                                      self.alice['id']),
+            json={'application_credential': {'name': 'volmig-cli'}}).json()[
+                'application_credential']
+        self.assertEqual([server], self.servers_seen(
+            OS_AUTH_TYPE='v3applicationcredential',
+            OS_AUTH_URL=self.keystone.url,
+            OS_APPLICATION_CREDENTIAL_ID=credential['id'],
+            OS_APPLICATION_CREDENTIAL_SECRET=credential['secret']))
+        # A wrong password: Keystone's refusal, in one line.
+        refused = self.volmig(
+            'server', 'list', OS_AUTH_URL=self.keystone.url,
+            OS_USERNAME='alice', OS_PASSWORD='wrong',
+            OS_USER_DOMAIN_ID='default',
+            OS_PROJECT_ID=self.projects['alpha'])
+        self.assertEqual(1, refused.returncode)
+        [line] = refused.stderr.splitlines()
+        self.assertIn('401', line)

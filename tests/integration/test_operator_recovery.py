@@ -109,7 +109,7 @@ class OperatorCommandsTest(base.ProcessTestCase):
              nowhere, 'server', 'list'], capture_output=True, text=True,
             timeout=60, check=False)
         self.assertEqual(
-            (1, ['cannot reach volmig-api at %s (ConnectionError)'
+            (1, ['cannot reach volmig-api at %s (ConnectFailure)'
                  % nowhere]),
             (result.returncode, result.stderr.splitlines()))
 

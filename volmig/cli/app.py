@@ -5,14 +5,17 @@ import sys
 
 from cliff import app
 from cliff import commandmanager
+from keystoneauth1 import exceptions as ks_exceptions
+from keystoneauth1 import session as ks_session
+from keystoneauth1 import token_endpoint
+import openstack.config
 from oslo_utils import uuidutils
-import requests
 
 from volmig import version
 from volmig.api.rest import microversion
 
 DEFAULT_ENDPOINT = 'http://127.0.0.1:8788/v2.1'
-# noauth2's administrator; with Keystone, pass a real token.
+# noauth2's administrator, when no cloud is given.
 DEFAULT_TOKEN = 'admin:admin'  # noqa: S105 # nosec
 
 
@@ -30,26 +33,30 @@ class APIError(Exception):
 
 
 class Session:
-    """JSON over HTTP to volmig-api, at the newest microversion."""
+    """JSON over HTTP to volmig-api, at the newest microversion, on a
+    keystoneauth1 session (a token plugin, or the cloud's credentials)."""
 
-    def __init__(self, endpoint: str, token: str, timeout: float = 60):
+    def __init__(self, endpoint: str, auth, timeout: float = 60):
         self.endpoint = endpoint.rstrip('/')
-        self.timeout = timeout
-        self.http = requests.Session()
-        self.http.headers.update({
-            'X-Auth-Token': token,
+        self.http = ks_session.Session(auth=auth, timeout=timeout)
+        self.headers = {
             'OpenStack-API-Version': '%s %s' % (microversion.SERVICE_TYPE,
                                                 microversion.MAX),
-            'Accept': 'application/json'})
+            'Accept': 'application/json'}
 
     def request(self, method: str, path: str, body=None):
         try:
-            response = self.http.request(method, self.endpoint + path,
-                                         json=body, timeout=self.timeout)
-        except requests.RequestException as exc:
+            response = self.http.request(
+                self.endpoint + path, method, json=body,
+                headers=self.headers, raise_exc=False)
+        except ks_exceptions.ConnectionError as exc:
             # requests' own words run over several nested reasons.
             raise APIError('cannot reach volmig-api at %s (%s)' % (
                 self.endpoint, type(exc).__name__)) from None
+        except ks_exceptions.ClientException as exc:
+            # Keystone refused the credentials, or the catalog lacks the
+            # service: keystoneauth's message says which.
+            raise APIError(str(exc).splitlines()[0]) from None
         if response.status_code >= 400:
             try:
                 (fault,) = response.json().values()
@@ -90,6 +97,8 @@ class Session:
 class VolmigApp(app.App):
 
     def __init__(self):
+        # clouds.yaml and OS_*; read before the parser is built.
+        self.clouds = openstack.config.OpenStackConfig()
         super().__init__(description='Servers, volumes and live volume '
                                      'migrations through the volmig API.',
                          version=version.version_info.version_string(),
@@ -101,19 +110,39 @@ class VolmigApp(app.App):
     def build_option_parser(self, description, version, argparse_kwargs=None):
         parser = super().build_option_parser(description, version,
                                              argparse_kwargs)
+        # openstackclient's options: --os-cloud and clouds.yaml, the OS_*
+        # variables, any keystoneauth1 plugin (password, application
+        # credential, token, ...).
+        self.clouds.register_argparse_arguments(parser, sys.argv[1:])
         parser.add_argument(
-            '--os-endpoint', default=os.environ.get('VOLMIG_ENDPOINT',
-                                                    DEFAULT_ENDPOINT),
-            help='The REST API, ending in /v2.1 (env VOLMIG_ENDPOINT).')
-        parser.add_argument(
-            '--os-token', default=os.environ.get('VOLMIG_TOKEN',
-                                                 DEFAULT_TOKEN),
-            help='A Keystone token, or USER:PROJECT with noauth2 '
-                 '(env VOLMIG_TOKEN; default admin:admin).')
+            '--os-endpoint', default=os.environ.get('VOLMIG_ENDPOINT'),
+            help='The REST API, ending in /v2.1 (env VOLMIG_ENDPOINT). By '
+                 'default the compute endpoint of the cloud\'s catalog, or '
+                 '%s without Keystone.' % DEFAULT_ENDPOINT)
+        if '--os-token' not in parser._option_string_actions:
+            parser.add_argument(
+                '--os-token', default=os.environ.get('VOLMIG_TOKEN'),
+                help='A token to send as it is (env VOLMIG_TOKEN): a '
+                     'Keystone token, or USER:PROJECT for noauth2. Without '
+                     'it or a cloud, noauth2\'s admin:admin.')
         return parser
 
     def initialize_app(self, argv):
-        self.api = Session(self.options.os_endpoint, self.options.os_token)
+        options = self.options
+        keystone = (options.os_cloud or getattr(options, 'os_auth_url', None)
+                    or os.environ.get('OS_AUTH_URL'))
+        if options.os_token or not keystone:
+            endpoint = options.os_endpoint or DEFAULT_ENDPOINT
+            auth = token_endpoint.Token(endpoint,
+                                        options.os_token or DEFAULT_TOKEN)
+            self.api = Session(endpoint, auth)
+            return
+        cloud = self.clouds.get_one(argparse=options)
+        session = cloud.get_session()
+        endpoint = options.os_endpoint or session.get_endpoint(
+            service_type='compute',
+            interface=cloud.get_interface() or 'public')
+        self.api = Session(endpoint, session.auth)
 
 
 def main(argv=None) -> int:
