@@ -100,15 +100,24 @@ class Processes(fixtures.Fixture):
         return self.spawn(name, argv, log_dir, **kwargs)
 
     def _stop_all(self):
+        # Each runs in a session of its own: its forked workers (one per
+        # backend, per API worker) go with it.
         for process in self.processes.values():
-            if process.poll() is None:
-                process.terminate()
+            self._signal(process, signal.SIGTERM)
         for process in self.processes.values():
             try:
                 process.wait(timeout=15)
             except subprocess.TimeoutExpired:
-                process.kill()
+                self._signal(process, signal.SIGKILL)
                 process.wait()
+            self._signal(process, signal.SIGKILL)
+
+    @staticmethod
+    def _signal(process, sig) -> None:
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            pass
 
 
 class Keystone(Processes):
