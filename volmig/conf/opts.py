@@ -25,5 +25,11 @@ def set_defaults(conf=None):
                      connection=database.DEFAULT_CONNECTION)
     cfg.set_defaults(healthcheck_opts.HEALTHCHECK_OPTS,
                      backends=health.BACKENDS)
+    # os-brick's connector probes every protocol it knows on each agent
+    # and warns about those the host lacks (iSCSI, NVMe-oF); volmig
+    # connects nfs and local only, and refuses the rest by name.
     logging.set_defaults(default_log_levels=logging.get_default_log_levels()
-                         + ['qemu.qmp=WARNING'])
+                         + ['qemu.qmp=WARNING',
+                            'os_brick.initiator.connectors.iscsi=ERROR',
+                            'os_brick.initiator.connectors.nvmeof=ERROR',
+                            'os_brick.privileged.nvmeof=ERROR'])

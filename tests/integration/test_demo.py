@@ -1,0 +1,31 @@
+"""The README's first command, as a process: the demo's live migration of
+a volume under a writing guest, on the embedded default."""
+
+import os
+import subprocess
+
+import fixtures
+from oslotest import base
+
+from tests import real_guest
+from tests.integration import cluster
+
+# The command runs from the checkout, as the README has it.
+ROOT = os.path.dirname(os.path.dirname(real_guest.BUILD))
+
+
+class DemoTest(base.BaseTestCase):
+
+    def test_the_demo_says_yes_and_nothing_else_worries(self):
+        state = self.useFixture(fixtures.TempDir()).path
+        result = subprocess.run(
+            [os.path.join(cluster.BIN_DIR, 'volmig-demo'), '--state-dir',
+             state], capture_output=True, text=True, timeout=600,
+            check=False, cwd=ROOT)
+        output = result.stdout + result.stderr
+        self.assertEqual(0, result.returncode, output)
+        self.assertIn('every acknowledged block is on pool-b: YES', output)
+        self.assertIn('copy verified by volmig-volume: sha256', output)
+        # Nothing for a new user to worry about: no warning, no traceback.
+        self.assertNotIn('WARNING', output)
+        self.assertNotIn('Traceback', output)
