@@ -212,3 +212,16 @@ class MalformedRequestTest(RESTTestCase):
         self.assertNotIn(b'Traceback', rest)
         code, body = self.rest('GET', '/os-volumes', token='admin:admin')
         self.assertEqual((200, []), (code, body['volumes']))
+
+    def test_unknown_host_is_a_400_without_a_traceback(self):
+        # The conductor refuses it over RabbitMQ; what crosses carries the
+        # conductor's traceback, which must stay in its log.
+        for host in ('../../etc', 'no-such-host'):
+            code, body = self.rest('POST', '/servers', {'server': {
+                'name': 'vm', 'availability_zone': 'nova:%s' % host}},
+                'admin:admin')
+            self.assertEqual(400, code, body)
+            message = body['badRequest']['message']
+            self.assertIn(host, message)
+            self.assertNotIn('Traceback', message)
+            self.assertEqual([message], message.splitlines())

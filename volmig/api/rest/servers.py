@@ -111,8 +111,9 @@ class ServersController(controller.Controller):
                 ctxt, request['name'], block_devices, count, host,
                 image_ref=request.get('imageRef') or None)
         except exception.ServiceNotFound as exc:
+            # Crossed RPC: its str() carries the conductor's traceback.
             raise exception.InvalidInput(field='availability_zone',
-                                         reason=str(exc))
+                                         reason=exception.safe_message(exc))
         servers = [server_view(req, server, detail=False)
                    for server in built]
         body = {'server': servers[0]}
