@@ -18,7 +18,9 @@ timings=()
 
 summary() {
     # One plain closing line per stage: "<stage>: N passed, N failed".
-    .venv/bin/stestr last 2>/dev/null | awk -v stage="$1" \
+    # stestr last exits 1 after a failed run: under pipefail and set -e
+    # that ended the whole script, and the stages after it never ran.
+    { .venv/bin/stestr last 2>/dev/null || true; } | awk -v stage="$1" \
         '/ - Passed:/ {p=$3} / - Failed:/ {f=$3}
          END {printf "%s: %d passed, %d failed\n", stage, p, f}'
 }
