@@ -8,6 +8,7 @@ RabbitMQ answers; .ci/run makes sure one does.
 import os
 import socket
 
+import fixtures
 from oslotest import base
 import testtools
 
@@ -109,3 +110,39 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
 
     def check_alive(self):
         self.cluster.check_processes()
+
+
+class DeployedOnceTestCase(ProcessTestCase):
+    """Keystone, Cinder and the like, set up once for a class by
+    ``deploy`` and shared by its tests; each test still gets a volmig of
+    its own, whose API listens on the class's port (``compute_url``), so
+    that Keystone's catalog can name it."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.volmig_port = free_port()
+        cls._deployment = fixtures.Fixture()
+        cls._deployment.setUp()
+        try:
+            cls.deploy(cls._deployment)
+        except Exception:
+            cls._deployment.cleanUp()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._deployment.cleanUp()
+        super().tearDownClass()
+
+    @classmethod
+    def deploy(cls, deployment: fixtures.Fixture) -> None:
+        """Set up the class's services as fixtures of ``deployment``."""
+        raise NotImplementedError
+
+    @classmethod
+    def compute_url(cls) -> str:
+        return 'http://127.0.0.1:%d/v2.1' % cls.volmig_port
+
+    def api_port(self):
+        return self.volmig_port

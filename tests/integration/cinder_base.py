@@ -9,7 +9,6 @@ and bytes are checked in the file Cinder keeps for the volume.
 
 import os
 
-import fixtures
 import testtools
 
 from tests import cinder_deployment
@@ -19,34 +18,19 @@ from tests.integration import test_real_guests
 
 
 @testtools.skipIf(openstack.missing(), openstack.missing())
-class CinderTestCase(test_real_guests.RealGuestTestCase):
+class CinderTestCase(base.DeployedOnceTestCase,
+                     test_real_guests.RealGuestTestCase):
     COMPUTES = 1
     VOLUME_SERVICE = False
     COMPUTE_OPTIONS: dict = {}
 
     @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls._deployment = fixtures.Fixture()
-        cls._deployment.setUp()
-        try:
-            cls.keystone = cls._deployment.useFixture(openstack.Keystone())
-            cls.keystone.service_user('volmig')
-            # Cinder finds the compute API in Keystone's catalog.
-            cls.volmig_port = base.free_port()
-            cls.cinder = cls._deployment.useFixture(cinder_deployment.Cinder(
-                cls.keystone, 'http://127.0.0.1:%d/v2.1' % cls.volmig_port))
-        except Exception:
-            cls._deployment.cleanUp()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls._deployment.cleanUp()
-        super().tearDownClass()
-
-    def api_port(self):
-        return self.volmig_port
+    def deploy(cls, deployment):
+        cls.keystone = deployment.useFixture(openstack.Keystone())
+        cls.keystone.service_user('volmig')
+        # Cinder finds the compute API in Keystone's catalog.
+        cls.cinder = deployment.useFixture(cinder_deployment.Cinder(
+            cls.keystone, cls.compute_url()))
 
     def process_options(self):
         # Only the services talk to Cinder and Keystone. keystoneauth

@@ -26,40 +26,23 @@ TOKEN_LIFE = 10
 @testtools.skipUnless(
     os.path.exists(os.path.join(openstack.KEYSTONE_VENV, 'bin', 'gunicorn')),
     '.venv-keystone has no gunicorn: run tools/bootstrap.sh')
-class KeystoneAuthTest(base.ProcessTestCase):
+class KeystoneAuthTest(base.DeployedOnceTestCase):
     COMPUTES = 1
 
     @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls._deployment = fixtures.Fixture()
-        cls._deployment.setUp()
-        try:
-            keystone = cls.keystone = cls._deployment.useFixture(
-                openstack.Keystone(token_expiration=TOKEN_LIFE))
-            keystone.service_user('volmig')
-            cls.projects = {name: keystone.project(name)
-                            for name in ('alpha', 'beta')}
-            cls.alice = keystone.user('alice', cls.projects['alpha'],
-                                      ['member'])
-            keystone.user('bob', cls.projects['beta'], ['member'])
-            keystone.user('olga', cls.projects['alpha'], ['admin'])
-            keystone.user('cinder', keystone.service_project, ['service'])
-            # The CLI finds volmig-api in the catalog.
-            cls.api_port_number = base.free_port()
-            keystone.register('compute', 'http://127.0.0.1:%d/v2.1'
-                              % cls.api_port_number)
-        except Exception:
-            cls._deployment.cleanUp()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls._deployment.cleanUp()
-        super().tearDownClass()
-
-    def api_port(self):
-        return self.api_port_number
+    def deploy(cls, deployment):
+        keystone = cls.keystone = deployment.useFixture(
+            openstack.Keystone(token_expiration=TOKEN_LIFE))
+        keystone.service_user('volmig')
+        cls.projects = {name: keystone.project(name)
+                        for name in ('alpha', 'beta')}
+        cls.alice = keystone.user('alice', cls.projects['alpha'],
+                                  ['member'])
+        keystone.user('bob', cls.projects['beta'], ['member'])
+        keystone.user('olga', cls.projects['alpha'], ['admin'])
+        keystone.user('cinder', keystone.service_project, ['service'])
+        # The CLI finds volmig-api in the catalog.
+        keystone.register('compute', cls.compute_url())
 
     def process_options(self):
         return {'api': self.keystone.authtoken_options()}
