@@ -60,7 +60,7 @@ class Service(service.Service):
         self.manager = manager_class(self.host)
         self._report = (db_api.service_update if binary == CONDUCTOR
                         else conductor_rpcapi.ConductorAPI().service_update)
-        self._server: typing.Any = None
+        self._servers: list[typing.Any] = []
         self._ready = threading.Event()
 
     def wait_ready(self, timeout: float) -> bool:
@@ -71,8 +71,14 @@ class Service(service.Service):
                  {'binary': self.binary, 'host': self.host,
                   'backend': backend.get_backend_type().value})
         self.manager.init_host()
-        self._server = rpc.get_server(self.topic, self.host, [self.manager])
-        self._server.start()
+        # A manager may serve several topics (the conductor's operator
+        # calls have their own); most serve one.
+        topics = getattr(self.manager, 'rpc_topics',
+                         lambda: {self.topic: [self.manager]})()
+        self._servers = [rpc.get_server(topic, self.host, endpoints)
+                         for topic, endpoints in topics.items()]
+        for server in self._servers:
+            server.start()
         self.report_state()
         self.tg.add_timer(CONF.report_interval, self.report_state,
                           initial_delay=CONF.report_interval)
@@ -105,10 +111,11 @@ class Service(service.Service):
     def stop(self, graceful: bool = False) -> None:
         LOG.info('Stopping %(binary)s on %(host)s',
                  {'binary': self.binary, 'host': self.host})
-        if self._server is not None:
-            self._server.stop()
-            self._server.wait()
-            self._server = None
+        for server in self._servers:
+            server.stop()
+        for server in self._servers:
+            server.wait()
+        self._servers = []
         self.manager.cleanup_host()
         super().stop(graceful)
 

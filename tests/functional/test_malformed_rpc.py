@@ -14,6 +14,8 @@ from tests.functional import base
 from volmig import exception
 from volmig import rpc
 from volmig import service
+from volmig.conductor import manager
+from volmig.conductor import rpcapi
 
 # Any JSON value a caller could send.
 JSON = st.recursive(
@@ -43,11 +45,23 @@ class MalformedRPCTest(base.ServicesTestCase):
     def service_list(self):
         return super().service_list() + [(service.VOLUME, 'volume-host')]
 
-    def _client(self, binary):
+    def _client(self, binary, topic=None):
         host = self.services_by_binary[binary]
-        topic, _ = service._KINDS[binary]
+        topic = topic or service._KINDS[binary][0]
         return rpc.get_client(topic, '1.0').prepare(
             server=host.host, version='1.0', timeout=20)
+
+    def every_method(self):
+        """(client, method, required arguments) of every RPC method of
+        every service, on each topic it is served on."""
+        for binary, server in self.services_by_binary.items():
+            topics = getattr(server.manager, 'rpc_topics',
+                             lambda s=server: {s.topic: [s.manager]})()
+            for topic, served in topics.items():
+                client = self._client(binary, topic)
+                for endpoint in served:
+                    for name, required in endpoints(type(endpoint)):
+                        yield client, name, required
 
     def setUp(self):
         super().setUp()
@@ -61,19 +75,16 @@ class MalformedRPCTest(base.ServicesTestCase):
     def test_missing_and_unknown_arguments_are_refused(self):
         before = self.records()
         called = 0
-        for binary, server in self.services_by_binary.items():
-            client = self._client(binary)
-            for name, required in endpoints(type(server.manager)):
-                calls = [{'bogus_argument': 1}]
-                if required:
-                    calls.append({})
-                for kwargs in calls:
-                    exc = self.assertRaises(exception.InvalidInput,
-                                            client.call, self.admin, name,
-                                            **kwargs)
-                    self.assertIn(name, exc.message)
-                    self.assertNotIn('Traceback', exc.message)
-                    called += 1
+        for client, name, required in self.every_method():
+            calls = [{'bogus_argument': 1}]
+            if required:
+                calls.append({})
+            for kwargs in calls:
+                exc = self.assertRaises(exception.InvalidInput, client.call,
+                                        self.admin, name, **kwargs)
+                self.assertIn(name, exc.message)
+                self.assertNotIn('Traceback', exc.message)
+                called += 1
         # Every service's every method was tried, and all still answer.
         self.assertGreater(called, 60)
         self.assertEqual(before, self.records())
@@ -100,3 +111,15 @@ class MalformedRPCTest(base.ServicesTestCase):
         else:
             self.fail('%s(%r) was accepted' % (method, value))
         self.assertEqual([], self.client.list(self.ctxt))
+
+    def test_operator_calls_are_served_on_their_topic_alone(self):
+        main = self._client(service.CONDUCTOR)
+        operator = self._client(service.CONDUCTOR, rpcapi.OPERATOR_TOPIC)
+        for name, required in endpoints(manager.OperatorEndpoint):
+            arguments = dict.fromkeys(required, 'x')
+            # Reaches the method, which refuses the bogus id itself.
+            self.assertRaises(exception.VolmigException, operator.call,
+                              self.admin, name, **arguments)
+            error = self.assertRaises(messaging.NoSuchMethod, main.call,
+                                      self.admin, name, **arguments)
+            self.assertIn(name, str(error))

@@ -1,13 +1,17 @@
 """What another user of a host, and a guest's QEMU, cannot reach: the
 modes of everything volmig creates, and QEMU's environment."""
 
+import asyncio
 import os
+import signal
 import stat
 
 import fixtures
+from qemu.qmp import qmp_client
 
 from tests.integration import test_real_guests
 from volmig import states
+from volmig.compute.drivers.qemu import confinement
 
 # A unit puts secrets in its services' environment (the broker's URL with
 # its password); the test's services get one of that kind.
@@ -33,6 +37,39 @@ class ConfinementTest(test_real_guests.RealGuestTestCase):
                 path = os.path.join(root, name)
                 self.assertEqual(0, self.mode(path) & 0o007,
                                  '%s is %o' % (path, self.mode(path)))
+
+    def qemu_pid(self, server):
+        with open(os.path.join(self.guest_dir(server), 'qemu.pid')) as pid:
+            return int(pid.read())
+
+    @staticmethod
+    def credentials(pid):
+        with open('/proc/%d/status' % pid) as status:
+            fields = dict(line.split(':', 1) for line in status)
+        return (fields['Uid'].split(), fields['Gid'].split(),
+                fields['Groups'].split())
+
+    @staticmethod
+    def qmp_refusals(socket_path, paths):
+        """What QEMU answers when asked, on its own monitor, to open each
+        of ``paths`` by name."""
+        async def probe():
+            client = qmp_client.QMPClient('probe')
+            await client.connect(socket_path)
+            answers = []
+            try:
+                for number, path in enumerate(paths):
+                    try:
+                        await client.execute('blockdev-add', {
+                            'driver': 'file', 'filename': path,
+                            'node-name': 'probe%d' % number})
+                        answers.append('opened')
+                    except qmp_client.ExecuteError as exc:
+                        answers.append(str(exc))
+            finally:
+                await client.disconnect()
+            return answers
+        return asyncio.run(probe())
 
     def environ(self, pid):
         with open('/proc/%d/environ' % pid, 'rb') as handle:
@@ -88,3 +125,43 @@ class ConfinementTest(test_real_guests.RealGuestTestCase):
         self.wait_for_status(server, 'ACTIVE')
         for name in ('pool-a', 'pool-b', 'compute-1'):
             self.assert_private(os.path.join(self.state_path, name))
+
+    def test_each_qemu_is_its_own_user_and_opens_no_file_by_name(self):
+        vol_a, vol_b = self.volume(), self.volume()
+        server_a, server_b = self.boot([vol_a]), self.boot([vol_b])
+        uids = []
+        for server in (server_a, server_b):
+            pid = self.qemu_pid(server)
+            uid, gid, groups = self.credentials(pid)
+            # Real, effective, saved and file-system ids, all the guest's.
+            self.assertEqual(1, len(set(uid)), uid)
+            self.assertEqual(uid, gid)
+            self.assertEqual([], groups)
+            self.assertGreaterEqual(int(uid[0]), 1879048192)
+            uids.append(uid[0])
+            with open('/proc/%d/cmdline' % pid, 'rb') as cmdline:
+                self.assertIn(confinement.SANDBOX.encode(),
+                              cmdline.read().split(b'\0'))
+        self.assertNotEqual(uids[0], uids[1])
+        # With the agent gone, ask guest A's QEMU itself, on its monitor,
+        # to open files by name: guest B's volume, and its own.
+        agent = self.cluster.processes['compute-1']
+        agent.may_die = True
+        agent.stop(signal.SIGKILL)
+        answers = self.qmp_refusals(
+            os.path.join(self.guest_dir(server_a), 'qmp.sock'),
+            [self.path(vol_b['id']), self.path(vol_a['id'])])
+        for answer in answers:
+            self.assertIn('Permission denied', answer)
+        # The agent comes back to both guests, still running as they were,
+        # and drives them again.
+        self.cluster.restart('compute-1')
+        for server in (server_a, server_b):
+            self.assertEqual(uids.pop(0), self.credentials(
+                self.qemu_pid(server))[0][0])
+            [bdm] = self.conductor.instance_get(self.admin,
+                                                server)['block_devices']
+            migration = self.client.start(self.ctxt, bdm['attachment_id'])
+            self.client.cancel(self.ctxt, bdm['attachment_id'])
+            self.client.wait_for(self.ctxt, migration['id'],
+                                 states.CANCELLED)

@@ -12,10 +12,23 @@ import uuid
 import amqp.exceptions
 import kombu
 
+from tests.integration import cluster
 from tests.integration import test_qemu_data_path
 
 ROOT = os.path.join(os.path.dirname(__file__), '..', '..')
-KINDS = ('api', 'conductor', 'compute', 'volume', 'client')
+KINDS = ('api', 'conductor', 'compute', 'volume', 'manage', 'client')
+MANAGE = os.path.join(cluster.BIN_DIR, 'volmig-manage')
+SOME_ID = '5d4c9a53-6c8f-4e0e-9d6e-1f1f3c2b7a10'
+# Every call that deletes or overrides records, as volmig-manage makes it,
+# and what the conductor answers the manage user (it reached it).
+OPERATOR_CALLS = (
+    (['service', 'disable', 'volmig-compute', 'compute-1'], None),
+    (['service', 'enable', 'volmig-compute', 'compute-1'], None),
+    (['service', 'delete', 'volmig-compute', 'nohost'], 'nohost'),
+    (['server', 'reset-state', SOME_ID], SOME_ID),
+    (['migration', 'abort', SOME_ID], SOME_ID),
+    (['migration', 'recover', SOME_ID], SOME_ID),
+)
 
 
 class LockedDownRabbitTest(test_qemu_data_path.QemuTestCase):
@@ -110,3 +123,34 @@ class LockedDownRabbitTest(test_qemu_data_path.QemuTestCase):
             channel = conn.channel()
             self._publish('volmig-api')(conn, channel)
             channel.basic_qos(0, 1, False)
+
+    def manage_as(self, kind, args):
+        """volmig-manage, on the deployment's options, as ``kind``'s
+        RabbitMQ user."""
+        own = cluster.write_config(
+            os.path.join(self.state_path, 'manage-%s.conf' % kind),
+            {('DEFAULT', 'transport_url'): self.urls[kind],
+             ('DEFAULT', 'rpc_response_timeout'): 15})
+        return subprocess.run(
+            [MANAGE, '--config-file', self.cluster.config_file,
+             '--config-file', own, *args], capture_output=True, text=True,
+            timeout=120, check=False)
+
+    def test_operator_calls_only_from_the_manage_user(self):
+        for args, answer in OPERATOR_CALLS:
+            refused = self.manage_as('compute', args)
+            self.assertEqual(1, refused.returncode, refused)
+            self.assertIn('RabbitMQ refused the call', refused.stderr)
+            self.assertIn('volmig-conductor-operator', refused.stderr)
+            self.assertNotIn('Traceback', refused.stdout + refused.stderr)
+            allowed = self.manage_as('manage', args)
+            if answer is None:
+                self.assertEqual(0, allowed.returncode, allowed)
+            else:
+                # The conductor's own refusal: the call reached it.
+                self.assertIn(answer, allowed.stderr, allowed)
+                self.assertNotIn('RabbitMQ', allowed.stderr)
+        # Disabled by the manage user, then enabled again.
+        self.assertFalse(any(
+            service['disabled'] for service in self.conductor.service_get_all(
+                self.admin, 'volmig-compute')))

@@ -83,3 +83,56 @@ class ConductorVersionCapTest(base.BaseTestCase):
         self.assertEqual([('migration_set_status', states.STARTING),
                           ('migration_set_status', states.STARTED)],
                          self.endpoint.received)
+
+
+class Recording:
+
+    target = messaging.Target(version=rpcapi.RPC_API_VERSION)
+
+    def __init__(self, topic, received):
+        self.topic = topic
+        self.received = received
+
+    def delete_instance(self, ctxt, instance_uuid):
+        self.received.append((self.topic, 'delete_instance'))
+
+    def migration_abort(self, ctxt, migration_id):
+        self.received.append((self.topic, 'migration_abort'))
+
+    def service_min_version(self, ctxt, binary):
+        return rpcapi.RPC_API_VERSION
+
+
+class OperatorTopicTest(base.BaseTestCase):
+    """The calls that delete or override records go to their own topic,
+    and to the main one only for a conductor older than 1.6."""
+
+    def setUp(self):
+        super().setUp()
+        self.conf = self.useFixture(fixtures.ConfFixture()).conf
+        self.useFixture(fixtures.RPCFixture())
+        self.received = []
+        for topic in (rpcapi.TOPIC, rpcapi.OPERATOR_TOPIC):
+            server = rpc.get_server(topic, 'conductor',
+                                    [Recording(topic, self.received)])
+            server.start()
+            self.addCleanup(server.wait)
+            self.addCleanup(server.stop)
+        self.ctxt = volmig_context.get_admin_context()
+
+    def _calls(self, cap):
+        self.conf(conductor=cap, group='upgrade_levels')
+        api = rpcapi.ConductorAPI()
+        api.delete_instance(self.ctxt, 'i-1')
+        api.migration_abort(self.ctxt, 'm-1')
+        return self.received
+
+    def test_their_own_topic(self):
+        self.assertEqual([(rpcapi.OPERATOR_TOPIC, 'delete_instance'),
+                          (rpcapi.OPERATOR_TOPIC, 'migration_abort')],
+                         self._calls('auto'))
+
+    def test_the_main_topic_of_an_older_conductor(self):
+        self.assertEqual([(rpcapi.TOPIC, 'delete_instance'),
+                          (rpcapi.TOPIC, 'migration_abort')],
+                         self._calls('1.5'))

@@ -11,6 +11,7 @@ refusal's reason and exits 1.
 
 import logging as std_logging
 import os
+import re
 import socket
 import sys
 import threading
@@ -259,6 +260,12 @@ def _failure(exc: Exception) -> str:
                 'rpc_response_timeout): is it running?'
                 % (service, CONF.rpc_response_timeout))
     if isinstance(exc, messaging.MessageDeliveryFailure):
+        # A user that may not publish there (tools/rabbitmq-setup.sh): the
+        # broker's reason names the topic and the user.
+        refused = re.search(r'ACCESS_REFUSED - (.+)', str(exc))
+        if refused:
+            return 'RabbitMQ refused the call to %s: %s' % (
+                service, refused.group(1).strip())
         return 'cannot reach RabbitMQ ([DEFAULT] transport_url) to ask %s' % (
             service)
     if isinstance(exc, db_exc.DBError):

@@ -50,8 +50,16 @@ class ConductorManager:
         self.healer = healer.Healer(self.migrations, compute_api)
         self.recovery = recovery.OperatorRecovery(
             self.migrations, self.healer, compute_api)
+        self.operators = OperatorEndpoint(self.instances, self.recovery)
 
     # Service plumbing.
+
+    def rpc_topics(self) -> dict:
+        """The topics this service consumes, each with its endpoints."""
+        main: list = [self]
+        if CONF.conductor.legacy_operator_topic:
+            main.append(self.operators)
+        return {rpcapi.TOPIC: main, rpcapi.OPERATOR_TOPIC: [self.operators]}
 
     def service_record(self) -> tuple[str, dict]:
         return rpcapi.RPC_API_VERSION, {}
@@ -84,15 +92,6 @@ class ConductorManager:
         return services.get_all(ctxt, binary)
 
     @rpc.endpoint
-    def service_set_disabled(self, ctxt, binary, host, disabled,
-                             reason=None):
-        return services.set_disabled(ctxt, binary, host, disabled, reason)
-
-    @rpc.endpoint
-    def service_delete(self, ctxt, binary, host):
-        services.delete(ctxt, binary, host)
-
-    @rpc.endpoint
     def service_min_version(self, ctxt, binary):
         return min_service_version(ctxt, binary)
 
@@ -123,10 +122,6 @@ class ConductorManager:
     @rpc.endpoint
     def start_instance(self, ctxt, instance_uuid):
         return self.instances.start(ctxt, instance_uuid)
-
-    @rpc.endpoint
-    def delete_instance(self, ctxt, instance_uuid):
-        return self.instances.delete(ctxt, instance_uuid)
 
     @rpc.endpoint
     def attach_volume(self, ctxt, instance_uuid, volume_id, attach_mode):
@@ -252,7 +247,31 @@ class ConductorManager:
         return self.migrations.fail(ctxt, migration_id, reason,
                                     recovery_needed)
 
-    # What operators run.
+
+class OperatorEndpoint:
+    """The calls that delete or override records: only volmig-api and
+    volmig-manage make them. They are served on a topic of their own,
+    which ``tools/rabbitmq-setup.sh`` opens to those two users alone; an
+    agent's user may not publish there."""
+
+    target = messaging.Target(version=rpcapi.RPC_API_VERSION)
+
+    def __init__(self, instances_conductor, operator_recovery):
+        self.instances = instances_conductor
+        self.recovery = operator_recovery
+
+    @rpc.endpoint
+    def service_set_disabled(self, ctxt, binary, host, disabled,
+                             reason=None):
+        return services.set_disabled(ctxt, binary, host, disabled, reason)
+
+    @rpc.endpoint
+    def service_delete(self, ctxt, binary, host):
+        services.delete(ctxt, binary, host)
+
+    @rpc.endpoint
+    def delete_instance(self, ctxt, instance_uuid):
+        return self.instances.delete(ctxt, instance_uuid)
 
     @rpc.endpoint
     def migration_abort(self, ctxt, migration_id):

@@ -25,6 +25,12 @@ API version history:
           takes no new servers), service_delete, and
           migration_count_by_status for the metrics;
           migration_work_for_host takes the agent's uptime.
+    1.6 - The calls that delete or override records (service_set_disabled,
+          service_delete, delete_instance, migration_abort,
+          migration_force_complete, migration_recover,
+          instance_reset_state) are served on OPERATOR_TOPIC, which only
+          volmig-api's and volmig-manage's RabbitMQ users may publish to;
+          on TOPIC only with [conductor] legacy_operator_topic.
 """
 
 from oslo_log import log as logging
@@ -38,10 +44,12 @@ from volmig.conf import CONF
 LOG = logging.getLogger(__name__)
 
 BINARY = TOPIC = 'volmig-conductor'
-RPC_API_VERSION = '1.5'
+OPERATOR_TOPIC = 'volmig-conductor-operator'
+RPC_API_VERSION = '1.6'
 OWNER_VERSION = '1.3'
 GUESTS_VERSION = '1.4'
 OPERATIONS_VERSION = '1.5'
+OPERATOR_TOPIC_VERSION = '1.6'
 
 # Release names an operator may put in [upgrade_levels] conductor.
 VERSION_ALIASES = {
@@ -112,14 +120,24 @@ class ConductorAPI:
                                           needed=OPERATIONS_VERSION)
         return self.client.prepare(version=OPERATIONS_VERSION)
 
+    def _operator(self, version: str):
+        """Where the calls that delete or override records go: their own
+        topic, or the main one for a conductor older than 1.6."""
+        if self.can_send_version(OPERATOR_TOPIC_VERSION):
+            return self.client.prepare(topic=OPERATOR_TOPIC,
+                                       version=OPERATOR_TOPIC_VERSION)
+        return self.client.prepare(version=version)
+
     def service_set_disabled(self, ctxt, binary, host, disabled,
                              reason=None):
-        return self._operations_client('service disable').call(
+        self._operations_client('service disable')
+        return self._operator(OPERATIONS_VERSION).call(
             ctxt, 'service_set_disabled', binary=binary, host=host,
             disabled=disabled, reason=reason)
 
     def service_delete(self, ctxt, binary, host):
-        return self._operations_client('service delete').call(
+        self._operations_client('service delete')
+        return self._operator(OPERATIONS_VERSION).call(
             ctxt, 'service_delete', binary=binary, host=host)
 
     def migration_count_by_status(self, ctxt):
@@ -169,8 +187,8 @@ class ConductorAPI:
         return self._call(ctxt, 'start_instance', instance_uuid=instance_uuid)
 
     def delete_instance(self, ctxt, instance_uuid):
-        return self._call(ctxt, 'delete_instance',
-                          instance_uuid=instance_uuid)
+        return self._operator('1.0').call(ctxt, 'delete_instance',
+                                          instance_uuid=instance_uuid)
 
     def attach_volume(self, ctxt, instance_uuid, volume_id, attach_mode='rw'):
         return self._call(ctxt, 'attach_volume', instance_uuid=instance_uuid,
@@ -345,8 +363,7 @@ class ConductorAPI:
     # What operators run.
 
     def _operator_call(self, ctxt, method, **kwargs):
-        return self.client.prepare(version=OWNER_VERSION).call(
-            ctxt, method, **kwargs)
+        return self._operator(OWNER_VERSION).call(ctxt, method, **kwargs)
 
     def migration_abort(self, ctxt, migration_id):
         return self._operator_call(ctxt, 'migration_abort',

@@ -3,6 +3,17 @@ from oslo_config import cfg
 conductor_group = cfg.OptGroup('conductor', title='Conductor options')
 
 conductor_opts = [
+    cfg.BoolOpt('legacy_operator_topic', default=False,
+                help='Serve the calls that delete or override records '
+                     '(service disable and delete, server delete and '
+                     'reset-state, migration abort, force-complete and '
+                     'recover) on the conductor\'s main topic too, as '
+                     'conductors before RPC 1.6 did, for an older '
+                     'volmig-api or volmig-manage during a rolling '
+                     'upgrade. Every '
+                     'RabbitMQ user that may call the conductor, an '
+                     'agent\'s too, can then make them: turn it off once '
+                     'every volmig-api is upgraded.'),
     cfg.IntOpt('heal_interval', default=30, min=1,
                help='Seconds between runs of the task that fails work '
                     'stranded on a dead compute agent and clears stuck '

@@ -35,6 +35,17 @@ qemu_opts = [
                      'the guest OS in tests, demos and benchmarks: writes '
                      'through it reach the same block nodes as the '
                      'guest\'s.'),
+    cfg.IntOpt('guest_uid_start', default=1879048192, min=1,
+               help='Where the agent may switch users (it runs as root, or '
+                    'has CAP_SETUID and CAP_SETGID), each guest\'s QEMU '
+                    'runs as a uid, and a gid of the same number, of its '
+                    'own, taken from this one on. Nothing else on the host '
+                    'may use these ids; the default sits just above '
+                    'systemd\'s range for containers (524288-1879048191). '
+                    'Elsewhere QEMU runs as the agent\'s user.'),
+    cfg.IntOpt('guest_uid_count', default=65536, min=1,
+               help='How many uids from guest_uid_start the agent may give '
+                    'guests: at most this many guests per host.'),
     cfg.FloatOpt('qmp_timeout', default=30.0, min=1.0,
                  help='Seconds to wait for one QMP command.'),
 ]

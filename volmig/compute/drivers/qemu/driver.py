@@ -13,6 +13,7 @@ src is frozen already. On complete it gets an empty read-only overlay
 dropped when the guest next starts.
 """
 
+import contextlib
 import functools
 import os
 import shutil
@@ -25,6 +26,7 @@ from volmig import exception
 from volmig import states
 from volmig.compute import volumes
 from volmig.compute.drivers import base
+from volmig.compute.drivers.qemu import confinement
 from volmig.compute.drivers.qemu import guest as guest_mod
 from volmig.compute.drivers.qemu import images
 from volmig.compute.drivers.qemu import jobs
@@ -50,6 +52,7 @@ class QemuDriver(base.ComputeDriver):
         self.images = images.ImageStore(conf.qemu.image_dir)
         self._loop: qmp.EventLoop | None = None
         self._guests: dict[str, guest_mod.Guest] = {}
+        self._users = threading.Lock()
         self.volumes = volumes.VolumeConnector(conf)
 
     @property
@@ -158,6 +161,15 @@ class QemuDriver(base.ComputeDriver):
         name = guest.record.get('image_ref')
         return self.images.get(name) if name else None
 
+    def _give_user(self, guest) -> None:
+        """A uid of its own for the guest's QEMU, kept while it lives."""
+        with self._users:
+            if guest.record.get('uid') is None:
+                taken = {other.record.get('uid')
+                         for other in self._guests.values()}
+                guest.record['uid'] = confinement.pick_uid(self.conf, taken)
+                guest.save()
+
     def spawn(self, instance, block_devices):
         guest = self._new_guest(instance['uuid'])
         with guest.lock:
@@ -169,6 +181,7 @@ class QemuDriver(base.ComputeDriver):
                     reason='it is a disk image: create a volume from it and '
                     'boot from the volume (boot_index 0)')
             self._set_disks(guest, block_devices)
+            self._give_user(guest)
             self._guests[guest.uuid] = guest
             try:
                 guest.launch(image)
@@ -195,6 +208,7 @@ class QemuDriver(base.ComputeDriver):
             if guest.is_running():
                 return
             self._set_disks(guest, block_devices)
+            self._give_user(guest)
             guest.launch(self._image(guest))
 
     def get_console_output(self, instance, length):
@@ -316,7 +330,7 @@ class QemuDriver(base.ComputeDriver):
     def _img(self, *args: str) -> None:
         result = subprocess.run(  # nosec B603
             [self.conf.qemu.img_binary, *args], capture_output=True,
-            text=True, check=False, env=guest_mod.ENVIRONMENT)
+            text=True, check=False, env=confinement.ENVIRONMENT)
         if result.returncode:
             raise exception.DriverError(action='run qemu-img %s' % args[0],
                                         reason=result.stderr.strip())
@@ -388,6 +402,8 @@ class QemuDriver(base.ComputeDriver):
                 guest.execute('blockdev-del', **{'node-name': name})
             except exception.DriverError:
                 pass
+        with contextlib.suppress(exception.DriverError):
+            confinement.release_files(guest)
         if os.path.exists(path):
             os.unlink(path)
 

@@ -26,19 +26,10 @@ from oslo_log import log as logging
 
 from volmig import atomic_file
 from volmig import exception
+from volmig.compute.drivers.qemu import confinement
 from volmig.compute.drivers.qemu import monitor as qmp
 
 LOG = logging.getLogger(__name__)
-
-# All that QEMU and qemu-img get of the agent's environment: the agent's
-# holds secrets (a unit's OS_DEFAULT__TRANSPORT_URL has the broker's
-# password), which a process escaping a guest into QEMU must not find.
-ENVIRONMENT = {'PATH': '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:'
-               '/sbin:/bin', 'LC_ALL': 'C.UTF-8'}
-# QEMU 7.2 under -daemonize as root: spawn=deny kills the fork of
-# -daemonize, and elevateprivileges=deny refuses to start as root.
-SANDBOX = 'on,obsolete=deny,resourcecontrol=deny'
-
 
 def node_names(disk: dict) -> dict:
     """Block-node names of a disk; the generation changes on each switch.
@@ -88,6 +79,8 @@ class Guest:
         self._loop = loop
         self._on_event = on_event
         self._monitor: qmp.Monitor | None = None
+        # QEMU is a child of the agent that started it: reaped here.
+        self._process: subprocess.Popen | None = None
         self.record: dict = {'uuid': uuid, 'disks': {}}
 
     # Paths.
@@ -127,6 +120,8 @@ class Guest:
     # The process.
 
     def _pid(self) -> int | None:
+        if self._process is not None and self._process.poll() is not None:
+            self._process = None
         try:
             with open(self.path('qemu.pid')) as handle:
                 pid = int(handle.read().strip())
@@ -140,27 +135,15 @@ class Guest:
     def is_running(self) -> bool:
         return self._pid() is not None
 
-    def _command(self, image: dict | None) -> list[str]:
+    def _command(self) -> list[str]:
         command = [
             self.conf.qemu.binary, '-name', 'guest=%s' % self.uuid,
             '-uuid', self.uuid, '-machine', 'q35',
             '-accel', accelerator(self.conf), '-S', '-nodefaults',
-            '-no-user-config', '-sandbox', SANDBOX,
+            '-no-user-config', '-sandbox', confinement.SANDBOX,
             '-m', str(self.conf.qemu.memory_mb), '-display', 'none',
             # Native PCIe hot-plug instead of ACPI: see the module doc.
-            '-global', 'ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off',
-            '-chardev', 'socket,id=console,path=%s,server=on,wait=off,'
-            'logfile=%s,logappend=on' % (self.path('console.sock'),
-                                         self.path('console.log')),
-            '-serial', 'chardev:console',
-            '-qmp', 'unix:%s,server=on,wait=off' % self.path('qmp.sock'),
-            '-pidfile', self.path('qemu.pid'), '-D', self.path('qemu.log'),
-            '-daemonize']
-        if image and image.get('kernel'):
-            command += ['-kernel', image['kernel'],
-                        '-append', image.get('cmdline') or '']
-            if image.get('initrd'):
-                command += ['-initrd', image['initrd']]
+            '-global', 'ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off']
         for slot in range(self.conf.qemu.max_disks):
             command += ['-device', 'pcie-root-port,id=rp%d,chassis=%d'
                         % (slot, slot + 1)]
@@ -169,21 +152,28 @@ class Guest:
     def launch(self, image: dict | None = None) -> None:
         """Start QEMU with the disks on record, then run its CPUs."""
         os.makedirs(self.directory, exist_ok=True)
-        for name in ('qmp.sock', 'console.sock'):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.path(name))
-        command = self._command(image)
-        result = subprocess.run(command, capture_output=True, text=True,  # nosec B603
-                                check=False, env=ENVIRONMENT)
-        if result.returncode:
+        process = confinement.start(self, self._command(), image,
+                                    self.record.get('uid'))
+        self._process = process
+        try:
+            self.connect()
+        except exception.MonitorError as exc:
+            if process.poll() is None:
+                raise exception.DriverError(
+                    action='start guest %s' % self.uuid,
+                    reason='its QMP monitor did not answer: %s' % exc)
             raise exception.DriverError(action='start guest %s' % self.uuid,
-                                        reason=result.stderr.strip())
-        self.connect()
+                                        reason=confinement.failure(self))
         if self.conf.qemu.export_disks:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.nbd_socket)
+            # Bound by the agent, like the other sockets: QEMU may create
+            # no file.
+            nbd = confinement.listening(self.nbd_socket)
+            try:
+                self.execute('getfd', fd=nbd.fileno(), fdname='nbd')
+            finally:
+                nbd.close()
             self.execute('nbd-server-start', addr={
-                'type': 'unix', 'data': {'path': self.nbd_socket}})
+                'type': 'fd', 'data': {'str': 'nbd'}})
         for disk in sorted(self.disks.values(),
                            key=lambda disk: disk['slot']):
             self.plug(disk)
@@ -267,19 +257,23 @@ class Guest:
     # Block nodes.
 
     def add_volume_node(self, node: str, path: str, read_only: bool) -> None:
-        self.execute('blockdev-add', **{
-            'driver': 'file', 'filename': path, 'node-name': node + 'f',
-            'read-only': read_only,
-            'cache': {'direct': self.conf.qemu.direct_io}})
+        with self.lock:  # release_files must not close the set first
+            self.execute('blockdev-add', **{
+                'driver': 'file', 'node-name': node + 'f',
+                'filename': confinement.pass_file(self, path, read_only),
+                'read-only': read_only,
+                'cache': {'direct': self.conf.qemu.direct_io}})
         self.execute('blockdev-add', **{
             'driver': 'raw', 'file': node + 'f', 'node-name': node,
             'read-only': read_only})
 
     def add_overlay_node(self, node: str, path: str, backing: str | None,
                          read_only: bool = False) -> None:
-        self.execute('blockdev-add', **{
-            'driver': 'file', 'filename': path, 'node-name': node + 'f',
-            'read-only': read_only})
+        with self.lock:
+            self.execute('blockdev-add', **{
+                'driver': 'file', 'node-name': node + 'f',
+                'filename': confinement.pass_file(self, path, read_only),
+                'read-only': read_only})
         self.execute('blockdev-add', **{
             'driver': 'qcow2', 'file': node + 'f', 'node-name': node,
             'backing': backing, 'read-only': read_only})
@@ -289,6 +283,7 @@ class Guest:
         for node in nodes:
             self.execute('blockdev-del', **{'node-name': node})
             self.execute('blockdev-del', **{'node-name': node + 'f'})
+        confinement.release_files(self)
 
     def node_size(self, node: str) -> int:
         for info in self.execute('query-named-block-nodes', flat=True):
@@ -327,6 +322,8 @@ class Guest:
                 continue
             with contextlib.suppress(exception.MonitorError):
                 self.execute(command, **arguments)
+        with contextlib.suppress(exception.MonitorError):
+            confinement.release_files(self)
 
     def _plug_device(self, disk: dict, names: dict, read_only: bool) -> None:
         if (disk.get('overlay') or {}).get('sealed'):

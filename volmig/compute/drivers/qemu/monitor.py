@@ -13,6 +13,7 @@ import time
 
 from oslo_log import log as logging
 from qemu.qmp import events
+from qemu.qmp import protocol
 from qemu.qmp import qmp_client
 
 from volmig import exception
@@ -53,8 +54,13 @@ class Monitor:
     def connect(self, on_event=None) -> None:
         """Connect; ``on_event(name, data)`` is called in the loop thread
         for every event, so it must not block."""
-        self._loop.run(self._client.connect(self._socket_path),
-                       self._timeout)
+        try:
+            self._loop.run(self._client.connect(self._socket_path),
+                           self._timeout)
+        except (protocol.ConnectError, OSError, EOFError) as exc:
+            raise exception.MonitorError(command='connect',
+                                         guest=self._guest,
+                                         reason=str(exc) or repr(exc))
         self._reader = self._loop.run(self._start_reader(on_event),
                                       self._timeout)
 
@@ -73,12 +79,17 @@ class Monitor:
                     LOG.exception('Handling QMP event %s of guest %s '
                                   'failed', event['event'], self._guest)
 
-    def execute(self, command: str, **arguments):
+    def execute(self, command: str, fd: int | None = None, **arguments):
+        """Run a command; ``fd``, if given, is passed with it (SCM_RIGHTS)
+        for commands that take one, such as ``add-fd`` and ``getfd``."""
+        async def run():
+            if fd is not None:
+                self._client.send_fd_scm(fd)
+            return await self._client.execute(command, arguments or None)
+
         with self._lock:
             try:
-                return self._loop.run(
-                    self._client.execute(command, arguments or None),
-                    self._timeout)
+                return self._loop.run(run(), self._timeout)
             except qmp_client.ExecuteError as exc:
                 raise exception.MonitorError(command=command,
                                              guest=self._guest,

@@ -14,6 +14,7 @@ import re
 
 from oslo_log import log as logging
 
+from volmig.compute.drivers.qemu import confinement
 from volmig.compute.drivers.qemu import guest as guest_mod
 
 LOG = logging.getLogger(__name__)
@@ -42,6 +43,14 @@ def settle(guest, disk: dict) -> None:
         return
     nodes = {node['node-name']: node
              for node in guest.execute('query-named-block-nodes')}
+    # A file node's filename is the fd set the agent passed it in; the
+    # set's opaque string is the path (a guest started by an older
+    # release has paths).
+    files = confinement.file_paths(guest)
+
+    def path_of(node: str) -> str:
+        return files.get(nodes[node]['file'], nodes[node]['file'])
+
     overlay_gen = _slot_node(slot, 'o', top)
     if overlay_gen is None:
         base = top
@@ -53,18 +62,20 @@ def settle(guest, disk: dict) -> None:
                     if _slot_node(slot, 'g', name) is not None
                     and node['file'] == backing)
         sealed = bool((disk.get('overlay') or {}).get('sealed'))
-        disk['overlay'] = {'path': nodes[top]['file'], 'gen': overlay_gen,
+        disk['overlay'] = {'path': path_of(top), 'gen': overlay_gen,
                            'sealed': sealed}
-        if image.get('backing-filename') != backing and not sealed:
+        if image.get('backing-filename') != path_of(base) and not sealed:
             # The reopen happened; the header's update did not.
             guest.execute('change-backing-file', device=top,
                           **{'image-node-name': top,
-                             'backing-file': backing})
+                             'backing-file': path_of(base)})
     disk['gen'] = _slot_node(slot, 'g', base)
-    disk['path'] = nodes[base]['file']
+    disk['path'] = path_of(base)
     if not any(job['id'].startswith('mirror-')
                for job in guest.execute('query-jobs')):
-        _drop_leftovers(guest, slot, keep={top, base}, nodes=nodes)
+        _drop_leftovers(guest, slot, keep={top, base}, nodes=nodes,
+                        files=files)
+        confinement.release_files(guest)
     guest.save()
     LOG.info('Guest %(guest)s disk %(volume)s settled from QEMU: on '
              '%(path)s, overlay %(overlay)s',
@@ -72,7 +83,8 @@ def settle(guest, disk: dict) -> None:
               'path': disk['path'], 'overlay': disk['overlay']})
 
 
-def _drop_leftovers(guest, slot: int, keep: set, nodes: dict) -> None:
+def _drop_leftovers(guest, slot: int, keep: set, nodes: dict,
+                    files: dict) -> None:
     """Delete the slot's nodes outside the chain, and overlay files."""
     for kind in ('o', 'g'):
         # A format node sorts before its file node ("...f").
@@ -86,7 +98,7 @@ def _drop_leftovers(guest, slot: int, keep: set, nodes: dict) -> None:
                 guest.delete_nodes(stem)
             elif stem not in nodes:
                 guest.execute('blockdev-del', **{'node-name': name})
-            path = nodes[name]['file']
+            path = files.get(nodes[name]['file'], nodes[name]['file'])
             # Only overlays are the agent's to delete; volumes are not.
             if kind == 'o' and os.path.exists(path):
                 os.unlink(path)
