@@ -7,7 +7,8 @@ from volmig.compute.drivers import base
 from volmig.compute.drivers.qemu import guest as guest_mod
 
 if typing.TYPE_CHECKING:
-    from volmig.compute.drivers.qemu import driver as driver_mod
+    from volmig.compute.drivers.qemu import overlay
+    from volmig.compute.drivers.qemu import swap
 
 
 def swap_key(new_bdm: dict) -> str:
@@ -29,7 +30,7 @@ def find_job(guest: guest_mod.Guest, job_id: str) -> dict | None:
 class CommitJob(base.Job):
     """An active block-commit of a disk's overlay into its base."""
 
-    def __init__(self, driver: 'driver_mod.QemuDriver',
+    def __init__(self, driver: 'overlay.OverlayMigration',
                  guest: guest_mod.Guest, volume_id: str, migration_id: str):
         self._driver = driver
         self._guest = guest
@@ -68,7 +69,7 @@ class CommitJob(base.Job):
 class MirrorJob(base.Job):
     """A blockdev-mirror of a disk into a new volume, then the pivot."""
 
-    def __init__(self, driver: 'driver_mod.QemuDriver',
+    def __init__(self, driver: 'swap.LegacySwap',
                  guest: guest_mod.Guest, disk: dict, new_bdm: dict,
                  new_path: str):
         self._driver = driver
