@@ -2,8 +2,8 @@
 
 import copy
 
+from volmig import image_names
 from volmig.api import validation
-from volmig.compute.drivers.qemu import images
 
 # Nova bounds a multi-create by quota; volmig has none, so by this.
 MAX_COUNT = 100
@@ -41,7 +41,7 @@ create: dict = {
                 # An image in [qemu] image_dir, booted by its kernel; ""
                 # (as Nova clients send) boots from the volume.
                 'imageRef': {'type': 'string',
-                             'pattern': '^$|' + images.NAME.pattern},
+                             'pattern': '^$|' + image_names.NAME.pattern},
                 # Accepted so that Nova clients work; not used.
                 'flavorRef': {'type': ['string', 'integer']},
                 'networks': {'type': ['string', 'array']},

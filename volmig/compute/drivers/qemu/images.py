@@ -8,22 +8,13 @@ for servers that boot from a volume through the firmware.
 
 import json
 import os
-import re
 import shutil
 
 from volmig import atomic_file
 from volmig import exception
+from volmig import image_names
 
-NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$')
 FILES = ('kernel', 'initrd', 'disk')
-
-
-def check_name(name: str) -> str:
-    if not NAME.match(name or ''):
-        raise exception.InvalidInput(
-            field='imageRef', reason='%r is not an image name: letters, '
-            'digits, ".", "_" and "-", at most 64' % (name,))
-    return name
 
 
 class ImageStore:
@@ -32,7 +23,7 @@ class ImageStore:
         self.image_dir = image_dir
 
     def _dir(self, name: str) -> str:
-        return os.path.join(self.image_dir, check_name(name))
+        return os.path.join(self.image_dir, image_names.check(name))
 
     def get(self, name: str) -> dict:
         try:
