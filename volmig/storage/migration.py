@@ -117,6 +117,7 @@ class Migrator:
             try:
                 return self.volumes.update_volume(
                     volume_id, expected_status=(volume['migration_status'],),
+                    no_attach_under_way=not full,
                     migration_status=QUEUED if full else 'starting',
                     migration_pool=pool, migration_progress=0,
                     migration_error=('pool %s has no copy slot free '
@@ -139,8 +140,11 @@ class Migrator:
             try:
                 self.volumes.update_volume(
                     volume['id'], expected_status=(QUEUED,),
+                    no_attach_under_way=True,
                     migration_status='starting', migration_error=None)
-            except exception.VolumeStatusChanged:
+            except (exception.VolumeStatusChanged, exception.Conflict):
+                # Taken by another, or an attach is under way: it stays
+                # queued, and is tried again when the next move ends.
                 return False
         return True
 

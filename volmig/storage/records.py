@@ -35,6 +35,26 @@ def _volume(session, volume_id: str):
     return volume
 
 
+# A move in these statuses has started, or is starting, every attachment
+# it found: a new one would be left on src, which the move then deletes.
+MOVING = ('starting', 'migrating')
+# An attach under way: the move would not find the guest to start.
+ATTACHING = (base.ATTACH_RESERVED, base.ATTACH_ATTACHING)
+
+
+def _lock(session, volume_id: str):
+    """The volume's record, held until the transaction ends.
+
+    An attach and a move's start each take it first, so one runs after the
+    other: on PostgreSQL the write locks the row, on SQLite the database.
+    """
+    if not session.execute(sa.update(models.Volume).where(
+            models.Volume.id == volume_id).values(
+                updated_at=models.Volume.updated_at)).rowcount:
+        raise exception.VolumeNotFound(volume_id=volume_id)
+    return _volume(session, volume_id)
+
+
 def _attachment(session, attachment_id: str):
     attachment = session.get(models.VolumeAttachment, attachment_id)
     if attachment is None:
@@ -93,10 +113,23 @@ class VolumeRecords(base.VolumeAdapter):
             return _present(session, volume)
 
     def update_volume(self, volume_id: str, expected_status=(),
-                      **values) -> dict:
+                      no_attach_under_way=False, **values) -> dict:
         """Update a volume; with ``expected_status`` (a tuple of migration
-        statuses, None for none), only from one of them."""
+        statuses, None for none), only from one of them; with
+        ``no_attach_under_way`` (a move's start), only if no attach of it
+        is under way, else Conflict."""
         with _transaction() as session:
+            if no_attach_under_way:
+                _lock(session, volume_id)
+                for attachment in _attachments_of(session, volume_id):
+                    if attachment['attach_status'] in ATTACHING:
+                        raise exception.Conflict(
+                            reason='volume %s is being attached to server '
+                            '%s (attachment %s is %s): move it once that '
+                            'attach has ended' % (
+                                volume_id, attachment['instance_uuid'],
+                                attachment['id'],
+                                attachment['attach_status']))
             stmt = sa.update(models.Volume).where(
                 models.Volume.id == volume_id).values(
                     updated_at=timeutils.utcnow(), **values)
@@ -151,7 +184,12 @@ class VolumeRecords(base.VolumeAdapter):
 
     def attachment_create(self, ctxt, volume_id, instance_uuid, mode='rw'):
         with _transaction() as session:
-            _volume(session, volume_id)
+            volume = _lock(session, volume_id)
+            if volume.migration_status in MOVING:
+                raise exception.Conflict(
+                    reason='volume %s is moving to pool %s: attach it once '
+                    'the move has ended' % (volume_id,
+                                            volume.migration_pool))
             attachment = models.VolumeAttachment(
                 id=uuidutils.generate_uuid(), volume_id=volume_id,
                 instance_uuid=instance_uuid, attach_mode=mode,
