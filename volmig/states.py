@@ -28,7 +28,9 @@ _TRANSITIONS = {
     STARTING: {STARTED},
     STARTED: {CANCELLING, COMPLETING},
     CANCELLING: {CANCELLED},
-    COMPLETING: {SRC_RELEASED},
+    # Back to started only when dst could not be connected, before the
+    # complete was sent to any agent.
+    COMPLETING: {SRC_RELEASED, STARTED},
     # A commit with nothing to merge ends before it reports any progress.
     SRC_RELEASED: {COMMITTING, COMPLETED},
     COMMITTING: {COMPLETED},

@@ -1,7 +1,9 @@
 """Requests racing for one migration: the database picks one winner."""
 
+import functools
 import threading
 
+import fixtures
 from oslo_utils import uuidutils
 
 from tests.functional import base
@@ -51,27 +53,71 @@ class MigrationRaceTest(base.ServicesTestCase):
         self.assertEqual(states.STARTED, migration['status'])
 
     def test_complete_racing_cancel(self):
+        """20 rounds; after each, the loser changed nothing: a refused
+        complete leaves its dst attachment as the block-storage service
+        made it (reserved, no connector)."""
+        for _ in range(20):
+            server, bdm = self.create_server()
+            migration = self.client.start(self.ctxt, bdm['attachment_id'])
+            dst = self.dst_attachment(server, bdm)
+            complete, cancel = race(
+                functools.partial(self.client.complete, self.ctxt,
+                                  bdm['attachment_id'], dst['id'],
+                                  wait=False),
+                functools.partial(self.client.cancel, self.ctxt,
+                                  bdm['attachment_id']))
+
+            won = [r for r in (complete, cancel) if isinstance(r, dict)]
+            lost = [r for r in (complete, cancel) if isinstance(r, Exception)]
+            self.assertEqual(1, len(won), (complete, cancel))
+            self.assertIsInstance(lost[0], exception.InvalidMigrationState)
+            self.assertNotIn('Traceback', lost[0].message)
+            final = (states.COMPLETED if won[0] is complete
+                     else states.CANCELLED)
+            self.client.wait_for(self.ctxt, migration['id'], final)
+            server = self.conductor.instance_get(self.admin, server['uuid'])
+            [now] = server['block_devices']
+            self.assertIsNone(server['task_state'])
+            disk = self.fake_disk(server, now)
+            self.assertFalse(disk.on_overlay)
+            attachment = self.volumes.attachment_get(self.admin, dst['id'])
+            if final == states.COMPLETED:
+                self.assertEqual((dst['id'], dst['id']),
+                                 (now['attachment_id'],
+                                  disk.attachment_id))
+                self.assertEqual('attached', attachment['attach_status'])
+            else:
+                self.assertEqual((bdm['attachment_id'],
+                                  bdm['attachment_id']),
+                                 (now['attachment_id'],
+                                  disk.attachment_id))
+                self.assertEqual(('reserved', None),
+                                 (attachment['attach_status'],
+                                  attachment['connector']))
+
+    def test_a_complete_whose_dst_cannot_connect_changes_nothing(self):
         server, bdm = self.create_server()
         migration = self.client.start(self.ctxt, bdm['attachment_id'])
         dst = self.dst_attachment(server, bdm)
-        complete, cancel = race(
-            lambda: self.client.complete(self.ctxt, bdm['attachment_id'],
-                                         dst['id'], wait=False),
-            lambda: self.client.cancel(self.ctxt, bdm['attachment_id']))
-
-        won = [r for r in (complete, cancel) if isinstance(r, dict)]
-        lost = [r for r in (complete, cancel) if isinstance(r, Exception)]
-        self.assertEqual(1, len(won), (complete, cancel))
-        self.assertIsInstance(lost[0], exception.InvalidMigrationState)
-        final = (states.COMPLETED if won[0] is complete
-                 else states.CANCELLED)
-        self.client.wait_for(self.ctxt, migration['id'], final)
-        server = self.conductor.instance_get(self.admin, server['uuid'])
-        expected = (dst['id'] if final == states.COMPLETED
-                    else bdm['attachment_id'])
-        self.assertEqual(expected,
-                         server['block_devices'][0]['attachment_id'])
-        self.assertIsNone(server['task_state'])
+        conductor = self.services['conductor-host'].manager.migrations
+        # The block-storage service fails at the one call that connects.
+        with fixtures.MockPatchObject(
+                conductor.volume_api, 'attachment_update',
+                side_effect=exception.BlockStorageUnavailable(
+                    action='update attachment %s' % dst['id'],
+                    reason='it is down')):
+            error = self.assertRaises(exception.BlockStorageUnavailable,
+                                      self.client.complete, self.ctxt,
+                                      bdm['attachment_id'], dst['id'],
+                                      wait=False)
+        self.assertIn(dst['id'], error.message)
+        current = self.client.get(self.ctxt, migration['id'])
+        self.assertEqual((states.STARTED, None),
+                         (current['status'], current['dst_attachment_id']))
+        # Once it is back, the same complete goes through.
+        self.client.complete(self.ctxt, bdm['attachment_id'], dst['id'],
+                             wait=False)
+        self.client.wait_for(self.ctxt, migration['id'], states.COMPLETED)
 
     def test_detach_and_delete_during_complete_are_refused(self):
         server, bdm = self.create_server()

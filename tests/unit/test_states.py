@@ -15,6 +15,8 @@ LEGAL = [
     (states.CANCELLING, states.CANCELLED),
     (states.STARTED, states.COMPLETING),
     (states.COMPLETING, states.SRC_RELEASED),
+    # dst could not be connected, before any agent heard of the complete.
+    (states.COMPLETING, states.STARTED),
     (states.SRC_RELEASED, states.COMMITTING),
     # A commit with nothing to merge (a read-only disk).
     (states.SRC_RELEASED, states.COMPLETED),

@@ -196,13 +196,23 @@ class MigrationConductor:
             migration,
             self.volume_api.get_volume(ctxt, migration['volume_id']),
             self.volume_api.get_volume(ctxt, dst['volume_id']))
-        dst = self.volume_api.attachment_update(
-            ctxt, dst_attachment_id,
-            services.connector(ctxt, migration['host'], bdm['attach_mode']))
+        # The compare-and-swap before any other change: a complete that
+        # loses to a cancel, or to another complete, changes nothing.
         migration = db.migration_update(
             ctxt, migration['id'], {'status': states.COMPLETING,
                                     'dst_attachment_id': dst_attachment_id},
             expected_status=states.STARTED)
+        try:
+            dst = self.volume_api.attachment_update(
+                ctxt, dst_attachment_id, services.connector(
+                    ctxt, migration['host'], bdm['attach_mode']))
+        except Exception:
+            # No agent has heard of this complete yet: back to started.
+            db.migration_update(ctxt, migration['id'],
+                                {'status': states.STARTED,
+                                 'dst_attachment_id': None},
+                                expected_status=states.COMPLETING)
+            raise
         return {'migration': present(migration), 'bdm': bdm,
                 'dst_connection_info': dst['connection_info'], 'send': True}
 
