@@ -177,14 +177,20 @@ class CLITest(RESTTestCase):
                 'attachments'].split(', ')) == 1, what='the detach')
 
     def test_refusal_is_reported_with_the_api_message(self):
-        result = subprocess.run(  # nosec B603
-            [os.path.join(sys.prefix, 'bin', 'volmig'),
-             '--os-endpoint', self.endpoint, '--os-token', 'demo:demo',
-             'server', 'show', 'not-a-uuid'],
-            capture_output=True, text=True, timeout=60, check=False)
-        self.assertNotEqual(0, result.returncode)
-        self.assertIn("400 Invalid input for server_id: 'not-a-uuid' is "
-                      "not a UUID", result.stderr)
+        # A server the CLI cannot name: it asks the API by id (a name
+        # that no server has is the CLI's own one-line refusal).
+        missing = '5d4c9a53-6c8f-4e0e-9d6e-1f1f3c2b7a10'
+        for reference, message in (
+                (missing, '404 Server %s could not be found' % missing),
+                ('not-a-uuid', "no server is named 'not-a-uuid'")):
+            result = subprocess.run(  # nosec B603
+                [os.path.join(sys.prefix, 'bin', 'volmig'),
+                 '--os-endpoint', self.endpoint, '--os-token', 'demo:demo',
+                 'server', 'show', reference],
+                capture_output=True, text=True, timeout=60, check=False)
+            self.assertEqual(1, result.returncode, result)
+            self.assertIn(message, result.stderr)
+            self.assertNotIn('Traceback', result.stderr + result.stdout)
 
 
 class MalformedRequestTest(RESTTestCase):
