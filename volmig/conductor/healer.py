@@ -13,7 +13,9 @@ and the agent finishes that recovery when it comes back.
 import datetime
 
 from oslo_log import log as logging
+from oslo_utils import timeutils
 
+from volmig import exception
 from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import migrations as migration_conductor
@@ -84,9 +86,39 @@ class Healer:
 
     def reconcile(self, ctxt, migration: dict) -> None:
         """Ask the migration's agent to settle it against its guest."""
-        work = self.migrations.work(ctxt, migration)
+        work = self.work(ctxt, migration)
         self.compute_api.migration_reconcile(ctxt, migration['host'],
                                              **work)
+
+    def work(self, ctxt, migration: dict) -> dict:
+        """What an agent needs to reconcile one migration."""
+        try:
+            bdm = db.bdm_get_by_volume(ctxt, migration['instance_uuid'],
+                                       migration['volume_id'])
+        except exception.NotFound:
+            bdm = None
+        dst_connection_info = None
+        if migration['dst_attachment_id']:
+            dst_connection_info = self.migrations.volume_api.attachment_get(
+                ctxt, migration['dst_attachment_id'])['connection_info']
+        return {'migration': migration_conductor.present(migration),
+                'bdm': bdm, 'dst_connection_info': dst_connection_info}
+
+    def work_for_host(self, ctxt, host: str,
+                      uptime: float | None = None) -> list[dict]:
+        """Every migration an agent starting up on ``host`` must settle.
+
+        One changed after the agent started (``uptime`` seconds ago, by
+        this conductor's clock) is being driven by a request that agent
+        serves, such as a cancel still in its queue: it is not left over.
+        """
+        started = (timeutils.utcnow() - datetime.timedelta(seconds=uptime)
+                   if uptime is not None else None)
+        return [self.work(ctxt, migration) for migration in
+                db.migration_get_all_for_recovery(ctxt, host)
+                if not migration_conductor.start_in_flight(migration)
+                and not (started and (migration['updated_at'] or
+                                      migration['created_at']) > started)]
 
     def _fail_unclaimed_migrations(self, ctxt) -> None:
         age = datetime.timedelta(seconds=CONF.conductor.accepted_timeout)

@@ -230,7 +230,7 @@ class ConductorManager:
 
     @rpc.endpoint
     def migration_work_for_host(self, ctxt, host, uptime=None):
-        return self.migrations.work_for_host(ctxt, host, uptime)
+        return self.healer.work_for_host(ctxt, host, uptime)
 
     @rpc.endpoint
     def migration_count_by_status(self, ctxt):

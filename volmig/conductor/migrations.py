@@ -4,7 +4,6 @@ Every status change goes through here, so the state machine is enforced
 in one place, and each change is persisted before the work it announces.
 """
 
-import datetime
 
 from oslo_concurrency import lockutils
 from oslo_log import log as logging
@@ -384,38 +383,6 @@ class MigrationConductor:
                     {'id': migration_id, 'side': side,
                      'instance': current['instance_uuid']})
         return present(migration)
-
-    # Reconciliation with the agents.
-
-    def work(self, ctxt, migration: dict) -> dict:
-        """What an agent needs to reconcile one migration."""
-        try:
-            bdm = db.bdm_get_by_volume(ctxt, migration['instance_uuid'],
-                                       migration['volume_id'])
-        except exception.NotFound:
-            bdm = None
-        dst_connection_info = None
-        if migration['dst_attachment_id']:
-            dst_connection_info = self.volume_api.attachment_get(
-                ctxt, migration['dst_attachment_id'])['connection_info']
-        return {'migration': present(migration), 'bdm': bdm,
-                'dst_connection_info': dst_connection_info}
-
-    def work_for_host(self, ctxt, host: str,
-                      uptime: float | None = None) -> list[dict]:
-        """Every migration an agent starting up on ``host`` must settle.
-
-        One changed after the agent started (``uptime`` seconds ago, by
-        this conductor's clock) is being driven by a request that agent
-        serves, such as a cancel still in its queue: it is not left over.
-        """
-        started = (timeutils.utcnow() - datetime.timedelta(seconds=uptime)
-                   if uptime is not None else None)
-        return [self.work(ctxt, migration) for migration in
-                db.migration_get_all_for_recovery(ctxt, host)
-                if not start_in_flight(migration)
-                and not (started and (migration['updated_at'] or
-                                      migration['created_at']) > started)]
 
     @staticmethod
     def _unlock_instance(ctxt, migration: dict) -> None:

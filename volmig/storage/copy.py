@@ -27,7 +27,11 @@ import os
 import threading
 import time
 
+from oslo_log import log as logging
+from oslo_utils import timeutils
 import psutil
+
+from volmig import exception
 
 # Linux's FICLONE ioctl: dst shares src's blocks (btrfs, XFS).
 FICLONE = 0x40049409
@@ -43,6 +47,10 @@ _WAIT_BEFORE, _WRITE, _WAIT_AFTER = 1, 2, 4
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.sync_file_range.argtypes = (ctypes.c_int, ctypes.c_int64,
                                   ctypes.c_int64, ctypes.c_uint)
+
+LOG = logging.getLogger(__name__)
+# Seconds between progress records of a copy.
+PROGRESS_INTERVAL = 0.5
 
 
 def data_extents(fd: int, size: int):
@@ -332,3 +340,38 @@ def sha256_from_disk(path: str, chunk_size: int) -> str:
     finally:
         os.close(fd)
     return digest.hexdigest()
+
+
+def verified_copy(volumes, conf, volume: dict, dst: dict,
+                  max_bytes_per_second: int) -> None:
+    """Copy src to dst of a volume's move, recording its progress and
+    times on the volume, then verify dst read back from the disk."""
+    chunk = conf.storage.copy_chunk_kb * 1024
+    last = [0.0]
+
+    def progress(done, total):
+        now = time.monotonic()
+        if now - last[0] >= PROGRESS_INTERVAL or done == total:
+            last[0] = now
+            volumes.update_volume(
+                volume['id'], migration_progress=round(
+                    100.0 * done / total, 1) if total else 100.0)
+
+    began = time.monotonic()
+    volumes.update_volume(volume['id'],
+                               migration_copy_started_at=timeutils.utcnow())
+    src_sum = copy(volume['path'], dst['path'], chunk,
+                            max_bytes_per_second, progress,
+                            conf.storage.copy_offload)
+    volumes.update_volume(
+        volume['id'], migration_copy_ended_at=timeutils.utcnow(),
+        migration_copy_seconds=round(time.monotonic() - began, 3))
+    # src is frozen since start, so dst, read back from the disk, must
+    # match the digest src had as it was copied.
+    dst_sum = sha256_from_disk(dst['path'], chunk)
+    if src_sum != dst_sum:
+        raise exception.ChecksumMismatch(volume_id=volume['id'],
+                                         src=src_sum, dst=dst_sum)
+    volumes.update_volume(volume['id'], migration_checksum=src_sum)
+    LOG.info('Copy of volume %s verified: sha256 %s', volume['id'],
+             src_sum)

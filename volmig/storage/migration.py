@@ -20,7 +20,6 @@ migration of its pools ends.
 
 import os
 import threading
-import time
 import typing
 
 import futurist
@@ -44,8 +43,6 @@ UNDER_WAY = MIGRATING + (QUEUED,)
 # The conductor ends every migration, or fails it for an operator (its
 # stall timeout), so waiting for one has no deadline of its own here.
 FOREVER = float('inf')
-# Seconds between progress records of a copy.
-PROGRESS_INTERVAL = 0.5
 
 
 def guest_may_be_on_dst(migration: dict) -> bool:
@@ -234,7 +231,8 @@ class Migrator:
                     self.client.wait_for(ctxt, migration['id'],
                                          states.STARTED, timeout=FOREVER)
             if not copied:
-                self._copy(volume, dst, max_bytes_per_second)
+                copy_mod.verified_copy(self.volumes, self.conf, volume, dst,
+                                       max_bytes_per_second)
             for migration in self._migrations(ctxt, volume):
                 if migration['status'] == states.STARTED:
                     attachment = self._dst_attachment(ctxt, volume, dst,
@@ -269,37 +267,6 @@ class Migrator:
                     'rw')
         return self.volumes.attachment_create(
             ctxt, dst['id'], migration['instance_uuid'], mode)
-
-    def _copy(self, volume, dst, max_bytes_per_second) -> None:
-        chunk = self.conf.storage.copy_chunk_kb * 1024
-        last = [0.0]
-
-        def progress(done, total):
-            now = time.monotonic()
-            if now - last[0] >= PROGRESS_INTERVAL or done == total:
-                last[0] = now
-                self.volumes.update_volume(
-                    volume['id'], migration_progress=round(
-                        100.0 * done / total, 1) if total else 100.0)
-
-        began = time.monotonic()
-        self.volumes.update_volume(volume['id'],
-                                   migration_copy_started_at=timeutils.utcnow())
-        src_sum = copy_mod.copy(volume['path'], dst['path'], chunk,
-                                max_bytes_per_second, progress,
-                                self.conf.storage.copy_offload)
-        self.volumes.update_volume(
-            volume['id'], migration_copy_ended_at=timeutils.utcnow(),
-            migration_copy_seconds=round(time.monotonic() - began, 3))
-        # src is frozen since start, so dst, read back from the disk, must
-        # match the digest src had as it was copied.
-        dst_sum = copy_mod.sha256_from_disk(dst['path'], chunk)
-        if src_sum != dst_sum:
-            raise exception.ChecksumMismatch(volume_id=volume['id'],
-                                             src=src_sum, dst=dst_sum)
-        self.volumes.update_volume(volume['id'], migration_checksum=src_sum)
-        LOG.info('Copy of volume %s verified: sha256 %s', volume['id'],
-                 src_sum)
 
     def _drop_src(self, volume_id: str) -> None:
         volume = self.volumes.get_volume(None, volume_id)
