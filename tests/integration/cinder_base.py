@@ -14,12 +14,12 @@ import testtools
 from tests import cinder_deployment
 from tests import openstack
 from tests.integration import base
-from tests.integration import test_real_guests
+from tests.integration import real_guest_base
 
 
 @testtools.skipIf(openstack.missing(), openstack.missing())
 class CinderTestCase(base.DeployedOnceTestCase,
-                     test_real_guests.RealGuestTestCase):
+                     real_guest_base.RealGuestTestCase):
     COMPUTES = 1
     VOLUME_SERVICE = False
     COMPUTE_OPTIONS: dict = {}

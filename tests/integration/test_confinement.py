@@ -9,7 +9,7 @@ import stat
 import fixtures
 from qemu.qmp import qmp_client
 
-from tests.integration import test_real_guests
+from tests.integration import real_guest_base
 from volmig import states
 from volmig.compute.drivers.qemu import confinement
 
@@ -18,7 +18,7 @@ from volmig.compute.drivers.qemu import confinement
 SECRET = 'confinement-secret-7d1f'
 
 
-class ConfinementTest(test_real_guests.RealGuestTestCase):
+class ConfinementTest(real_guest_base.RealGuestTestCase):
     COMPUTES = 1
 
     def setUp(self):
@@ -121,7 +121,7 @@ class ConfinementTest(test_real_guests.RealGuestTestCase):
         self.wait_until(lambda: [other['id']] == [
             v['id'] for v in self.server_get(server)[
                 'os-extended-volumes:volumes_attached']],
-            timeout=test_real_guests.BOOT_TIMEOUT, what='the swap to end')
+            timeout=real_guest_base.BOOT_TIMEOUT, what='the swap to end')
         self.wait_for_status(server, 'ACTIVE')
         for name in ('pool-a', 'pool-b', 'compute-1'):
             self.assert_private(os.path.join(self.state_path, name))

@@ -15,7 +15,7 @@ import signal
 
 from oslo_utils import timeutils
 
-from tests.integration import test_real_guests
+from tests.integration import real_guest_base
 from volmig.compute.drivers.qemu import guest as qemu_guest
 
 MIB = 1024 * 1024
@@ -51,7 +51,7 @@ def most_at_once(intervals):
     return most
 
 
-class DrainTestCase(test_real_guests.RealGuestTestCase):
+class DrainTestCase(real_guest_base.RealGuestTestCase):
     COPIES = 2
 
     def options(self):

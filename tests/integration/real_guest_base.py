@@ -1,0 +1,168 @@
+"""The base of the tests on real Linux guests (volmig-guest) on the qemu
+driver: two agents, volmig-volume, and requests through the REST API of a
+volmig-api process. Every guest runs the in-guest writer: sequence-numbered
+blocks, each acknowledged on the serial console once it is on the disk.
+"""
+
+import os
+import signal
+
+import requests
+
+from tests import real_guest
+from tests.integration import base
+from volmig import guest_writes
+from volmig.compute.drivers.qemu import guest as qemu_guest
+
+BOOT_TIMEOUT = 180
+
+
+class RealGuestTestCase(base.ProcessTestCase):
+    COMPUTES = 2
+    VOLUME_SERVICE = True
+    # compute-2 gives guests too little time to release a disk (PCIe
+    # hot-unplug makes Linux wait 5 s): its detaches fail. It has no
+    # periodic power sync to speak of: only QMP events tell it.
+    COMPUTE_OPTIONS = {'compute-2': {
+        ('qemu', 'detach_timeout'): 1,
+        ('compute', 'sync_power_state_interval'): 3600}}
+
+    def options(self):
+        return {('compute', 'driver'): 'qemu',
+                # One directory of guests per agent.
+                ('compute', 'state_path'): os.path.join(self.state_path,
+                                                        '$host'),
+                ('compute', 'sync_power_state_interval'): 1,
+                ('qemu', 'image_dir'): os.path.join(self.state_path,
+                                                    'images'),
+                ('volume', 'backend'): 'file',
+                ('storage', 'pools'): self.pools(),
+                ('storage', 'max_bandwidth_mbps'): 16,
+                ('conductor', 'migration_stall_timeout'): 30}
+
+    def setUp(self):
+        super().setUp()
+        real_guest.register(os.path.join(self.state_path, 'images'))
+        self.addCleanup(self.kill_guests)
+
+    def kill_guests(self):
+        for host in self.hosts:
+            guests = os.path.join(self.state_path, host, 'guests')
+            for uuid in os.listdir(guests) if os.path.isdir(guests) else []:
+                try:
+                    with open(os.path.join(guests, uuid, 'qemu.pid')) as pid:
+                        os.kill(int(pid.read()), signal.SIGKILL)
+                except (FileNotFoundError, ProcessLookupError, ValueError):
+                    pass
+
+    # REST.
+
+    def rest(self, method, path, body=None, token='admin:demo'):
+        response = requests.request(
+            method, self.endpoint + path, json=body, timeout=60,
+            headers={'X-Auth-Token': token,
+                     'OpenStack-API-Version': 'compute 2.61'})
+        self.assertNotIn(response.status_code, range(500, 600),
+                         response.text)
+        return response.status_code, (response.json() if response.content
+                                      else None)
+
+    def volume(self, multiattach=False, size_mb=16):
+        code, body = self.rest('POST', '/os-volumes', {'volume': {
+            'size_mb': size_mb, 'multiattach': multiattach}})
+        self.assertEqual(200, code, body)
+        return body['volume']
+
+    def volume_status(self, volume_id):
+        return self.rest('GET', '/os-volumes/%s' % volume_id)[1]['volume']
+
+    def path(self, volume_id):
+        """The volume's file, as volmig-volume records it."""
+        return self.volumes.get_volume(self.admin, volume_id)['path']
+
+    def server_get(self, server_id):
+        return self.rest('GET', '/servers/%s' % server_id)[1]['server']
+
+    def boot(self, volumes, host='compute-1', image='volmig-guest',
+             mode='rw'):
+        return self.boot_with([(vol, mode) for vol in volumes], host, image)
+
+    def boot_with(self, disks, host='compute-1', image='volmig-guest'):
+        """A server with ``disks``, (volume, attach_mode) pairs."""
+        code, body = self.rest('POST', '/servers', {'server': {
+            'name': 'vm', 'imageRef': image,
+            'availability_zone': 'nova:%s' % host,
+            'block_device_mapping_v2': [
+                {'uuid': vol['id'], 'source_type': 'volume',
+                 'destination_type': 'volume', 'attach_mode': mode,
+                 'boot_index': None} for vol, mode in disks]}})
+        self.assertEqual(202, code, body)
+        server_id = body['server']['id']
+        self.wait_for_status(server_id, 'ACTIVE')
+        return server_id
+
+    def wait_for_status(self, server_id, status, task=None):
+        return self.wait_until(
+            lambda: (lambda s: s if s['status'] == status and
+                     s['OS-EXT-STS:task_state'] == task else None)(
+                         self.server_get(server_id)),
+            timeout=BOOT_TIMEOUT,
+            what='server %s to be %s' % (server_id, status))
+
+    def action(self, server_id, body):
+        return self.rest('POST', '/servers/%s/action' % server_id, body)
+
+    def stop(self, server_id):
+        code, body = self.action(server_id, {'os-stop': None})
+        self.assertEqual(202, code, body)
+        self.wait_for_status(server_id, 'SHUTOFF')
+
+    def start(self, server_id):
+        code, body = self.action(server_id, {'os-start': None})
+        self.assertEqual(202, code, body)
+        self.wait_for_status(server_id, 'ACTIVE')
+
+    def migrate(self, volume_id, pool='pool-b'):
+        code, body = self.rest('POST', '/os-volumes/%s/action' % volume_id,
+                               {'os-migrate_volume': {'pool': pool}})
+        return code, body
+
+    def wait_migrated(self, volume_id):
+        return self.wait_until(
+            lambda: (lambda v: v if v.get('migration_status') in
+                     ('success', 'error') else None)(
+                         self.volume_status(volume_id)),
+            timeout=BOOT_TIMEOUT, what='volume %s to migrate' % volume_id)
+
+    # The guest.
+
+    def guest_dir(self, server_id):
+        host = self.server_get(server_id)['OS-EXT-SRV-ATTR:host']
+        return os.path.join(self.state_path, host, 'guests', server_id)
+
+    def console(self, server_id):
+        reader = guest_writes.ConsoleReader(
+            os.path.join(self.guest_dir(server_id), 'console.sock'))
+        reader.start()
+        self.addCleanup(reader.close)
+        return reader
+
+    def console_log(self, server_id):
+        with open(os.path.join(self.guest_dir(server_id),
+                               'console.log')) as log:
+            return log.read()
+
+    def acks(self, server_id, volume_id):
+        return guest_writes.acknowledged(self.console_log(server_id),
+                                         qemu_guest.serial(volume_id))
+
+    def wait_for_acks(self, server_id, volume_id, count):
+        self.wait_until(lambda: len(self.acks(server_id, volume_id))
+                        >= count, timeout=BOOT_TIMEOUT,
+                        what='%d acknowledged writes' % count)
+
+    def assert_acked_on(self, path, acks, region=0):
+        self.assertTrue(acks, 'the guest acknowledged no write')
+        wrong = guest_writes.mismatches(path, acks, region=region)
+        self.assertEqual([], wrong, 'blocks the guest acknowledged are '
+                         'not on %s' % path)
