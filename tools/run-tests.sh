@@ -36,6 +36,18 @@ stage() {
     timings+=("$(printf '%-28s %5d s' "$name" $((SECONDS - began)))")
 }
 
+# The Sphinx tree and the release notes, warnings as errors: not an
+# stestr run, so a summary line of its own.
+began=$SECONDS
+echo "=== stage docs"
+if .venv/bin/tox -q -e docs; then
+    echo "docs: built"
+else
+    failed=1
+    echo "docs: FAILED"
+fi
+timings+=("$(printf '%-28s %5d s' docs $((SECONDS - began)))")
+
 stage unit-functional-sqlite \
     .venv/bin/stestr run 'tests\.(unit|functional)\.'
 stage unit-functional-postgresql \
