@@ -100,22 +100,23 @@ def start(guest, command: list[str], image: dict | None,
           uid: int | None) -> subprocess.Popen:
     """Start QEMU for ``guest``: ``command`` is its machine's arguments;
     this adds every file and socket it needs, as descriptors."""
-    keep = []
+    keep: list[int] = []
     try:
-        qmp = listening(guest.path('qmp.sock'))
-        console = listening(guest.path('console.sock'))
-        log = os.open(guest.path('console.log'),
-                      os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
-                      0o600)
-        keep += [qmp.fileno(), console.fileno(), log]
+        # Raw descriptors (detached from their socket objects), closed
+        # below once QEMU has its copies.
+        keep.append(listening(guest.path('qmp.sock')).detach())
+        keep.append(listening(guest.path('console.sock')).detach())
+        keep.append(os.open(guest.path('console.log'), os.O_WRONLY
+                            | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
+                            0o600))
+        qmp, console, log = keep
         command = command + [
             '-add-fd', 'fd=%d,set=0,opaque=%s' % (log, guest.path(
                 'console.log')),
             '-chardev', 'socket,id=console,fd=%d,server=on,wait=off,'
-            'logfile=%s0,logappend=on' % (console.fileno(), FDSET),
+            'logfile=%s0,logappend=on' % (console, FDSET),
             '-serial', 'chardev:console',
-            '-chardev', 'socket,id=qmp,fd=%d,server=on,wait=off'
-            % qmp.fileno(),
+            '-chardev', 'socket,id=qmp,fd=%d,server=on,wait=off' % qmp,
             '-mon', 'chardev=qmp,mode=control']
         for key, option in (('kernel', '-kernel'), ('initrd', '-initrd')):
             if image and image.get(key):
