@@ -1,0 +1,126 @@
+"""The conductor's migration flow, without RabbitMQ: its records in a real
+database, the volumes of the fake adapter (records, no data)."""
+
+from oslo_utils import uuidutils
+from oslotest import base
+
+from tests import fixtures as volmig_fixtures
+from volmig import context as volmig_context
+from volmig import exception
+from volmig import states
+from volmig.compute import rpcapi as compute_rpcapi
+from volmig.compute.drivers import base as driver_base
+from volmig.conductor import migrations
+from volmig.db import api as db
+from volmig.volume import fake
+
+
+class MigrationConductorTest(base.BaseTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(volmig_fixtures.ConfFixture())
+        self.useFixture(volmig_fixtures.DatabaseFixture())
+        self.ctxt = volmig_context.get_admin_context()
+        self.volumes = fake.FakeVolumeAdapter()
+        self.ended = []
+        self.conductor = migrations.MigrationConductor(
+            self.volumes, on_end=lambda: self.ended.append(True))
+        db.service_update(self.ctxt, compute_rpcapi.BINARY, 'h1',
+                          compute_rpcapi.TOPIC, compute_rpcapi.RPC_API_VERSION,
+                          {driver_base.LIVE_VOLUME_MIGRATION: True,
+                           driver_base.MULTIATTACH: True})
+        self.instance = db.instance_create(self.ctxt, {
+            'uuid': uuidutils.generate_uuid(), 'name': 'vm', 'host': 'h1',
+            'project_id': 'p', 'user_id': 'u', 'vm_state': states.VM_ACTIVE,
+            'power_state': states.POWER_RUNNING})
+        volume = self.volumes.create_volume(self.ctxt, 16)
+        self.src = self.attach(volume)
+        db.bdm_create(self.ctxt, {
+            'instance_uuid': self.instance['uuid'],
+            'volume_id': volume['id'], 'attachment_id': self.src['id'],
+            'attach_mode': 'rw', 'device_name': '/dev/vda'})
+
+    def attach(self, volume):
+        attachment = self.volumes.attachment_create(
+            self.ctxt, volume['id'], self.instance['uuid'])
+        self.volumes.attachment_complete(self.ctxt, attachment['id'])
+        return self.volumes.attachment_get(self.ctxt, attachment['id'])
+
+    def started(self):
+        begun = self.conductor.begin(self.ctxt, self.src['id'],
+                                     starting=True)
+        return self.conductor.started(self.ctxt, begun['migration']['id'],
+                                      {'start': 1.0})
+
+    def test_a_start_is_recorded_once_and_locks_the_server(self):
+        first = self.conductor.begin(self.ctxt, self.src['id'],
+                                     starting=True)
+        self.assertTrue(first['created'])
+        self.assertEqual(states.STARTING, first['migration']['status'])
+        self.assertEqual(states.TASK_VOLUME_MIGRATING, db.instance_get(
+            self.ctxt, self.instance['uuid'])['task_state'])
+        # Another start while this one is under way gives way to it...
+        self.assertRaises(exception.MigrationInProgress,
+                          self.conductor.begin, self.ctxt, self.src['id'],
+                          starting=True)
+        self.conductor.started(self.ctxt, first['migration']['id'], {})
+        # ...and once it has started, the same start is answered again.
+        again = self.conductor.begin(self.ctxt, self.src['id'],
+                                     starting=True)
+        self.assertFalse(again['created'])
+        self.assertEqual(first['migration']['id'], again['migration']['id'])
+
+    def test_complete_connects_dst_after_the_status_moved(self):
+        migration = self.started()
+        dst = self.volumes.attachment_create(
+            self.ctxt, self.volumes.create_volume(self.ctxt, 16)['id'],
+            self.instance['uuid'])
+        accepted = self.conductor.accept_complete(self.ctxt, self.src['id'],
+                                                  dst['id'])
+        self.assertTrue(accepted['send'])
+        self.assertEqual((states.COMPLETING, dst['id']),
+                         (accepted['migration']['status'],
+                          accepted['migration']['dst_attachment_id']))
+        self.assertEqual('attaching', self.volumes.attachment_get(
+            self.ctxt, dst['id'])['attach_status'])
+        # The same complete again: nothing more to send.
+        self.assertFalse(self.conductor.accept_complete(
+            self.ctxt, self.src['id'], dst['id'])['send'])
+        self.assertEqual(migration['id'], accepted['migration']['id'])
+
+    def test_a_refused_complete_changes_nothing(self):
+        self.started()
+        cancelling = self.conductor.accept_cancel(self.ctxt, self.src['id'])
+        self.assertEqual(states.CANCELLING, cancelling['migration']['status'])
+        dst = self.volumes.attachment_create(
+            self.ctxt, self.volumes.create_volume(self.ctxt, 16)['id'],
+            self.instance['uuid'])
+        self.assertRaises(exception.InvalidMigrationState,
+                          self.conductor.accept_complete, self.ctxt,
+                          self.src['id'], dst['id'])
+        self.assertEqual('reserved', self.volumes.attachment_get(
+            self.ctxt, dst['id'])['attach_status'])
+
+    def test_a_dst_of_another_size_is_refused_before_anything(self):
+        migration = self.started()
+        dst = self.volumes.attachment_create(
+            self.ctxt, self.volumes.create_volume(self.ctxt, 32)['id'],
+            self.instance['uuid'])
+        error = self.assertRaises(exception.DestinationMismatch,
+                                  self.conductor.accept_complete, self.ctxt,
+                                  self.src['id'], dst['id'])
+        self.assertIn('32 MiB', error.message)
+        self.assertEqual(states.STARTED, self.conductor.get(
+            self.ctxt, migration['id'])['status'])
+
+    def test_a_failure_unlocks_the_server_and_ends_the_slot(self):
+        migration = self.started()
+        self.conductor.fail(self.ctxt, migration['id'], 'the disk broke',
+                            recovery_needed=False)
+        failed = self.conductor.get(self.ctxt, migration['id'])
+        self.assertEqual((states.ERROR, 'the disk broke'),
+                         (failed['status'], failed['error_reason']))
+        self.assertIsNone(db.instance_get(
+            self.ctxt, self.instance['uuid'])['task_state'])
+        self.assertEqual([True], self.ended)
