@@ -45,11 +45,14 @@ def settle(guest, disk: dict) -> None:
              for node in guest.execute('query-named-block-nodes')}
     # A file node's filename is the fd set the agent passed it in; the
     # set's opaque string is the path (a guest started by an older
-    # release has paths).
+    # release has paths). Asked of the file node (the format node's name
+    # and "f"): an overlay's format node reports a json: filename once
+    # its backing is not the one its header names.
     files = confinement.file_paths(guest)
 
     def path_of(node: str) -> str:
-        return files.get(nodes[node]['file'], nodes[node]['file'])
+        filename = nodes[node + 'f']['file']
+        return files.get(filename, filename)
 
     overlay_gen = _slot_node(slot, 'o', top)
     if overlay_gen is None:
