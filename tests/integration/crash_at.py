@@ -21,8 +21,18 @@ def _kill_qemu(jobs_dir: str, instance_uuid: str) -> None:
     with open(os.path.join(guest_dir, 'qemu.pid')) as pid_file:
         pid = int(pid_file.read())
     os.kill(pid, signal.SIGKILL)
-    while os.path.exists('/proc/%d' % pid):
+    # Gone, or a zombie: QEMU is a child of this agent, which reaps it
+    # only when it next looks at the guest.
+    while _alive(pid):
         time.sleep(0.01)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open('/proc/%d/stat' % pid) as stat:
+            return stat.read().rpartition(')')[2].split()[0] != 'Z'
+    except FileNotFoundError:
+        return False
 
 
 def main() -> None:
