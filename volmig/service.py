@@ -14,6 +14,7 @@ from oslo_service import service
 from volmig import context as volmig_context
 from volmig import exception
 from volmig import metrics
+from volmig import owners
 from volmig import rpc
 from volmig import systemd_notify
 from volmig import version
@@ -88,6 +89,10 @@ class Service(service.Service):
 
     def report_state(self) -> None:
         version, capabilities = self.manager.service_record()
+        # The generation tells the steps this process owns from those a
+        # previous process on this host left unfinished.
+        capabilities = dict(capabilities,
+                            **{owners.CAPABILITY: owners.GENERATION})
         try:
             self._report(volmig_context.get_admin_context(), self.binary,
                          self.host, self.topic, version, capabilities)

@@ -45,6 +45,8 @@ ALL = frozenset(_TRANSITIONS)
 # From these on, the guest has been switched to dst (or is being switched).
 COMPLETE_REQUESTED = frozenset({COMPLETING, SRC_RELEASED, COMMITTING,
                                 COMPLETED})
+# What a migration may be recorded in when it begins.
+INITIAL = frozenset({QUEUED, ACCEPTED, STARTING})
 # Statuses no agent has been asked to act on yet.
 NOT_SENT = frozenset({QUEUED, ACCEPTED})
 # Statuses in which a compute agent is doing work for the migration, as
@@ -73,6 +75,36 @@ def check_transition(migration_id: str, old: str, new: str) -> None:
         raise exception.InvalidMigrationState(
             action='move to %s' % new, migration_id=migration_id,
             status=old)
+
+
+# Cinder's migration of an attached volume, one move per old and new
+# volume (volmig.conductor.moves has the steps).
+MOVE_REQUESTED, MOVE_STARTING = 'requested', 'starting'
+MOVE_COPYING, MOVE_COMPLETING, MOVE_RELEASING = ('copying', 'completing',
+                                                 'releasing')
+MOVE_NOTIFYING, MOVE_FAILING = 'notifying', 'failing'
+MOVE_DONE, MOVE_FAILED = 'done', 'failed'
+
+_MOVE_TRANSITIONS = {
+    # Up to the copy, a failure rolls back (failing, then Cinder hears
+    # error: true); from completing on, it is retried, never rolled back.
+    MOVE_REQUESTED: {MOVE_STARTING, MOVE_FAILING},
+    MOVE_STARTING: {MOVE_COPYING, MOVE_FAILING},
+    MOVE_COPYING: {MOVE_COMPLETING, MOVE_FAILING},
+    MOVE_COMPLETING: {MOVE_RELEASING},
+    MOVE_RELEASING: {MOVE_NOTIFYING},
+    MOVE_NOTIFYING: {MOVE_DONE},
+    MOVE_FAILING: {MOVE_FAILED},
+    MOVE_DONE: set(),
+    MOVE_FAILED: set(),
+}
+
+
+def check_move_transition(move_id: str, old: str, new: str) -> None:
+    if new not in _MOVE_TRANSITIONS.get(old, ()):
+        raise exception.Conflict(
+            reason='volume move %s cannot go from %s to %s'
+            % (move_id, old, new))
 
 
 # Instance states.

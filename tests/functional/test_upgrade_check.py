@@ -72,8 +72,11 @@ class UpgradeCheckTest(base.BaseTestCase):
             'instance_uuid': uuidutils.generate_uuid(),
             'volume_id': uuidutils.generate_uuid(),
             'src_attachment_id': uuidutils.generate_uuid(),
-            'host': 'compute-1', 'mode': 'live', 'status': states.ERROR,
-            'error_phase': 'switch', 'recovery_needed': True})
+            'host': 'compute-1', 'mode': 'live'})
+        db_api.migration_update(
+            self.admin, migration['id'],
+            {'status': states.ERROR, 'error_phase': 'switch',
+             'recovery_needed': True}, expected_status=states.ACCEPTED)
         code, out = self._check()
         self.assertEqual(2, code, out)
         self.assertIn(migration['id'], out)

@@ -83,6 +83,41 @@ class InstanceTaskStateTest(DatabaseTestCase):
         self.assertEqual(states.ACCEPTED,
                          db.migration_get(self.ctxt, 'm-1')['status'])
 
+    def test_every_status_write_passes_the_state_machine(self):
+        migration = db.migration_create(self.ctxt, {
+            'uuid': 'm-1', 'instance_uuid': 'i-1', 'volume_id': 'v',
+            'src_attachment_id': 'a', 'host': 'h', 'mode': 'live',
+            'status': states.STARTING, 'owner': 'volmig-api:h:g'})
+        # A status written blind, with no status to swap from, is refused.
+        exc = self.assertRaises(exception.InvalidInput, db.migration_update,
+                                self.ctxt, 'm-1', {'status': states.STARTED})
+        self.assertIn('needs the status it replaces', str(exc))
+        # A move the state machine has no edge for changes nothing, even
+        # from the status the row is in.
+        exc = self.assertRaises(exception.InvalidMigrationState,
+                                db.migration_update, self.ctxt, 'm-1',
+                                {'status': states.COMPLETED, 'owner': None},
+                                expected_status=states.STARTING)
+        self.assertIn('move to completed', str(exc))
+        self.assertEqual(migration, db.migration_get(self.ctxt, 'm-1'))
+        # An allowed one returns the row as written.
+        moved = db.migration_update(self.ctxt, 'm-1',
+                                    {'status': states.STARTED, 'owner': None},
+                                    expected_status=states.STARTING)
+        self.assertEqual((states.STARTED, None),
+                         (moved['status'], moved['owner']))
+        self.assertEqual(moved, db.migration_get(self.ctxt, 'm-1'))
+
+    def test_a_migration_begins_only_in_a_first_status(self):
+        for status in sorted(states.ALL - states.INITIAL):
+            exc = self.assertRaises(
+                exception.InvalidInput, db.migration_create, self.ctxt, {
+                    'uuid': 'm-' + status, 'instance_uuid': 'i-1',
+                    'volume_id': 'v', 'src_attachment_id': 'a', 'host': 'h',
+                    'mode': 'live', 'status': status})
+            self.assertIn('cannot begin %s' % status, str(exc))
+        self.assertEqual([], db.migration_get_all(self.ctxt))
+
     def test_one_migration_in_progress_per_attachment(self):
         values = {'instance_uuid': 'i-1', 'volume_id': 'v',
                   'src_attachment_id': 'a', 'host': 'h', 'mode': 'live'}
@@ -97,7 +132,8 @@ class InstanceTaskStateTest(DatabaseTestCase):
                           db.migration_create, self.ctxt,
                           dict(values, uuid='m-2', src_attachment_id='b'))
         # Once it has ended, the attachment may be migrated again.
-        db.migration_update(self.ctxt, 'm-1', {'status': states.ERROR})
+        db.migration_update(self.ctxt, 'm-1', {'status': states.ERROR},
+                            expected_status=states.ACCEPTED)
         db.migration_create(self.ctxt, dict(values, uuid='m-3'))
         self.assertEqual(['m-1', 'm-3'], [m['id'] for m in
                                           db.migration_get_all(self.ctxt)])

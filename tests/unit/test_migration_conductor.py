@@ -15,7 +15,8 @@ from volmig.db import api as db
 from volmig.volume import fake
 
 
-class MigrationConductorTest(base.BaseTestCase):
+class ConductorTestBase(base.BaseTestCase):
+    """One running server with one volume, on compute host h1."""
 
     def setUp(self):
         super().setUp()
@@ -46,6 +47,10 @@ class MigrationConductorTest(base.BaseTestCase):
             self.ctxt, volume['id'], self.instance['uuid'])
         self.volumes.attachment_complete(self.ctxt, attachment['id'])
         return self.volumes.attachment_get(self.ctxt, attachment['id'])
+
+
+
+class MigrationConductorTest(ConductorTestBase):
 
     def started(self):
         begun = self.conductor.begin(self.ctxt, self.src['id'],

@@ -59,3 +59,35 @@ class MigrationStateMachineTest(base.BaseTestCase):
                                 states.check_transition, 'm',
                                 states.STARTED, 'paused')
         self.assertIn('paused', str(exc))
+
+
+class MoveStateMachineTest(base.BaseTestCase):
+    """Cinder's migrations: rolled back up to the copy, then only
+    forward."""
+
+    MOVE_STEPS = [states.MOVE_REQUESTED, states.MOVE_STARTING,
+                  states.MOVE_COPYING, states.MOVE_COMPLETING,
+                  states.MOVE_RELEASING, states.MOVE_NOTIFYING,
+                  states.MOVE_DONE]
+
+    def test_each_step_leads_to_the_next(self):
+        for old, new in zip(self.MOVE_STEPS, self.MOVE_STEPS[1:]):
+            states.check_move_transition('v', old, new)
+        states.check_move_transition('v', states.MOVE_FAILING,
+                                     states.MOVE_FAILED)
+
+    def test_no_failure_once_the_guests_may_be_on_the_new_volume(self):
+        for old in self.MOVE_STEPS[:3]:
+            states.check_move_transition('v', old, states.MOVE_FAILING)
+        for old in self.MOVE_STEPS[3:]:
+            exc = self.assertRaises(exception.Conflict,
+                                    states.check_move_transition, 'v', old,
+                                    states.MOVE_FAILING)
+            self.assertIn('from %s to failing' % old, str(exc))
+
+    def test_no_step_is_skipped_or_repeated_backwards(self):
+        for i, old in enumerate(self.MOVE_STEPS):
+            for new in self.MOVE_STEPS[:i] + self.MOVE_STEPS[i + 2:]:
+                self.assertRaises(exception.Conflict,
+                                  states.check_move_transition, 'v', old,
+                                  new)

@@ -14,20 +14,40 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from volmig import context as volmig_context
-from volmig import exception
+from volmig import owners
 from volmig import policy
 from volmig import rpc
 from volmig import states
 from volmig.api import validation
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import rpcapi as conductor_rpcapi
+from volmig.conductor import start
 from volmig.policies import volume_migrations as migration_policy
 
 LOG = logging.getLogger(__name__)
 
-TOPIC = 'volmig-api'
+BINARY = TOPIC = 'volmig-api'
 RPC_API_VERSION = '1.0'
 LIST_FILTERS = ('status', 'instance_uuid', 'volume_id', 'host')
+
+
+class _Recorder:
+    """start.Recorder over the conductor's RPC API."""
+
+    def __init__(self, conductor: conductor_rpcapi.ConductorAPI):
+        self.conductor = conductor
+
+    def started(self, ctxt, migration_id: str, pauses: dict) -> dict:
+        return self.conductor.migration_started(ctxt, {'id': migration_id},
+                                                pauses)
+
+    def fail(self, ctxt, migration_id: str, reason: str,
+             recovery_needed: bool) -> dict:
+        return self.conductor.migration_fail(ctxt, migration_id, reason,
+                                             recovery_needed)
+
+    def release(self, ctxt, migration_id: str) -> None:
+        self.conductor.migration_release(ctxt, migration_id)
 
 
 class APIManager:
@@ -62,37 +82,19 @@ class APIManager:
         policy.authorize(ctxt, migration_policy.PREFIX % 'start')
         validation.require_uuid('src_attachment_id', src_attachment_id)
         # Both sides must know that the agent answers with a result.
-        owner = (self.compute.can_send_version(compute_rpcapi.OWNER_VERSION)
-                 and self.conductor.can_send_version(
-                     conductor_rpcapi.OWNER_VERSION))
-        begun = self.conductor.migration_begin(ctxt, src_attachment_id,
-                                               starting=owner)
+        starting = (
+            self.compute.can_send_version(compute_rpcapi.OWNER_VERSION)
+            and self.conductor.can_send_version(
+                conductor_rpcapi.OWNER_VERSION))
+        begun = self.conductor.migration_begin(
+            ctxt, src_attachment_id, starting=starting,
+            owner=owners.identity(BINARY, self.host))
         migration = begun['migration']
         if not begun['created'] or migration['status'] == states.QUEUED:
             # A queued one is the conductor's to start when a cap allows.
             return migration
-        try:
-            result = self.compute.migration_start(ctxt, migration['host'],
-                                                  migration, begun['bdm'])
-        except messaging.MessagingTimeout:
-            # The agent may have put the guest on an overlay before it went
-            # silent. The migration stays "starting": the agent rolls it
-            # back when it reconciles, at its restart or when the
-            # conductor asks.
-            raise exception.ComputeUnavailable(host=migration['host'],
-                                               action='migration_start')
-        except exception.VolmigException as exc:
-            if owner:
-                # The agent undid what it did: the guest is on src.
-                self.conductor.migration_fail(ctxt, migration['id'],
-                                              exc.message,
-                                              recovery_needed=False)
-            raise
-        if migration['status'] == states.ACCEPTED:
-            # The agent reported its own start (before RPC 1.3).
-            return result
-        return self.conductor.migration_started(ctxt, migration,
-                                                result['pauses'])
+        return start.run(ctxt, self.compute, _Recorder(self.conductor),
+                         migration, begun['bdm'])
 
     @rpc.endpoint
     def migration_cancel(self, ctxt, src_attachment_id):

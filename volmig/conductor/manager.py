@@ -46,7 +46,8 @@ class ConductorManager:
                                                      self.moves)
         self.migrations = migrations.MigrationConductor(
             volume_api, on_end=self._migration_ended)
-        self.queue = queue.MigrationQueue(self.migrations, compute_api)
+        self.queue = queue.MigrationQueue(self.migrations, compute_api,
+                                           host)
         self.healer = healer.Healer(self.migrations, compute_api)
         self.recovery = recovery.OperatorRecovery(
             self.migrations, self.healer, compute_api)
@@ -186,8 +187,14 @@ class ConductorManager:
     # Volume migrations.
 
     @rpc.endpoint
-    def migration_begin(self, ctxt, src_attachment_id, starting=False):
-        return self.migrations.begin(ctxt, src_attachment_id, starting)
+    def migration_begin(self, ctxt, src_attachment_id, starting=False,
+                        owner=None):
+        return self.migrations.begin(ctxt, src_attachment_id, starting,
+                                     owner)
+
+    @rpc.endpoint
+    def migration_release(self, ctxt, migration_id):
+        self.migrations.release(ctxt, migration_id)
 
     @rpc.endpoint
     def migration_started(self, ctxt, migration_id, pauses):

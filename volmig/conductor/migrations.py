@@ -16,7 +16,6 @@ from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import queue
 from volmig.conductor import rules
 from volmig.conductor import services
-from volmig.conf import CONF
 from volmig.db import api as db
 
 LOG = logging.getLogger(__name__)
@@ -28,6 +27,8 @@ _STARTED_ALREADY = frozenset({states.STARTED}) | states.COMPLETE_REQUESTED
 def present(migration: dict) -> dict:
     """The public view: add an estimate of the time left."""
     view = dict(migration)
+    # Which process waits on a start is the conductor's business alone.
+    view.pop('owner', None)
     view['eta_seconds'] = None
     started = migration.get('job_started_at')
     done, total = migration['bytes_done'], migration['bytes_total']
@@ -38,16 +39,11 @@ def present(migration: dict) -> dict:
     return view
 
 
-def start_in_flight(migration: dict) -> bool:
-    """A start that volmig-api may still be waiting on: its agent may not
-    have answered yet, or have the call still queued. Until volmig-api
-    gives up (rpc_response_timeout), the start is its to record, and no
-    one reconciles it."""
-    if migration['status'] != states.STARTING:
-        return False
-    changed = migration['updated_at'] or migration['created_at']
-    return (timeutils.delta_seconds(changed, timeutils.utcnow())
-            < CONF.rpc_response_timeout)
+def in_flight(ctxt, migration: dict) -> bool:
+    """A start whose owner still waits on its agent: the start is the
+    owner's to record, and no one else reconciles it."""
+    return (migration['status'] == states.STARTING
+            and services.owner_alive(ctxt, migration['owner']))
 
 
 def volume_lock(volume_id: str):
@@ -76,12 +72,13 @@ class MigrationConductor:
         return migration
 
     def begin(self, ctxt, src_attachment_id: str,
-              starting: bool = False) -> dict:
+              starting: bool = False, owner: str | None = None) -> dict:
         """Validate a start and record it.
 
         With ``starting`` the caller sends the start to the agent at once,
-        so the record is ``starting`` from its first commit; otherwise it
-        is ``accepted`` and the agent reports ``starting`` (RPC < 1.3).
+        so the record is ``starting`` from its first commit, owned by
+        ``owner`` (volmig.owners); otherwise it is ``accepted`` and the
+        agent reports ``starting`` (RPC < 1.3).
         Returns ``{'migration', 'bdm', 'created'}``; ``created`` is False
         when the start was already done, so the call is idempotent.
         """
@@ -95,14 +92,15 @@ class MigrationConductor:
             host = db.instance_get(ctxt, bdm['instance_uuid'])['host']
             service = db.service_get(ctxt, compute_rpcapi.BINARY, host)
             if not queue.capped(service):
-                return self._begin(ctxt, src_attachment_id, starting, bdm,
-                                   service)
+                return self._begin(ctxt, src_attachment_id, starting, owner,
+                                   bdm, service)
             with queue.caps_lock():
-                return self._begin(ctxt, src_attachment_id, starting, bdm,
-                                   service, capped=True)
+                return self._begin(ctxt, src_attachment_id, starting, owner,
+                                   bdm, service, capped=True)
 
     def _begin(self, ctxt, src_attachment_id: str, starting: bool,
-               bdm: dict, service: dict, capped: bool = False) -> dict:
+               owner: str | None, bdm: dict, service: dict,
+               capped: bool = False) -> dict:
         # Read under the volume's lock, so no attach slips in between.
         volume = self.volume_api.get_volume(ctxt, bdm['volume_id'])
         with db.transaction(ctxt):
@@ -129,7 +127,8 @@ class MigrationConductor:
                     'host': instance['host'], 'mode': mode,
                     'project_id': instance['project_id'],
                     'exclusive': len(volume['attachments']) <= 1,
-                    'status': status, 'queued_reason': held or None})
+                    'status': status, 'queued_reason': held or None,
+                    'owner': owner if status == states.STARTING else None})
             except exception.InstanceInvalidState as exc:
                 raise exception.MigrationInProgress(
                     what='server %s' % instance['uuid'],
@@ -234,9 +233,19 @@ class MigrationConductor:
     # the status, in the transaction of the records its effect changes.
 
     def started(self, ctxt, migration_id: str, pauses: dict) -> dict:
-        """The agent stopped every write to src."""
+        """The agent stopped every write to src; the start's owner is
+        done with it."""
         return self._move(ctxt, migration_id, {states.STARTING},
-                          states.STARTED, pauses)
+                          states.STARTED, pauses, owner=None)
+
+    def release(self, ctxt, migration_id: str) -> None:
+        """The start's owner stopped waiting on its agent (the call timed
+        out): the migration is the healer's to reconcile from now on."""
+        try:
+            db.migration_update(ctxt, migration_id, {'owner': None},
+                                expected_status=states.STARTING)
+        except exception.InvalidMigrationState:
+            pass  # it moved on meanwhile: nothing is left to hand over
 
     def switched(self, ctxt, migration_id: str, pauses: dict) -> dict:
         """The guest is on dst: src may be released.
@@ -279,7 +288,7 @@ class MigrationConductor:
                           pauses or {})
 
     def _move(self, ctxt, migration_id: str, sources: set, status: str,
-              pauses: dict | None) -> dict:
+              pauses: dict | None, **values) -> dict:
         with db.transaction(ctxt):
             current = db.migration_get(ctxt, migration_id)
             if current['status'] == status:
@@ -289,8 +298,7 @@ class MigrationConductor:
                 raise exception.InvalidMigrationState(
                     action='move to %s' % status, migration_id=migration_id,
                     status=current['status'])
-            states.check_transition(migration_id, current['status'], status)
-            values: dict = {'status': status}
+            values['status'] = status
             if pauses:
                 values['pauses_ms'] = dict(current['pauses_ms'] or {},
                                            **pauses)
@@ -345,7 +353,8 @@ class MigrationConductor:
             migration = db.migration_update(
                 ctxt, migration_id,
                 {'status': states.ERROR, 'error_phase': current['status'],
-                 'error_reason': reason, 'recovery_needed': recovery_needed},
+                 'error_reason': reason, 'recovery_needed': recovery_needed,
+                 'owner': None},
                 expected_status=current['status'])
             self._unlock_instance(ctxt, migration)
         self._on_end()

@@ -48,9 +48,13 @@ from volmig.db import moves as records
 
 LOG = logging.getLogger(__name__)
 
-REQUESTED, STARTING, COPYING = 'requested', 'starting', 'copying'
-COMPLETING, RELEASING, NOTIFYING = 'completing', 'releasing', 'notifying'
-FAILING, DONE, FAILED = 'failing', 'done', 'failed'
+REQUESTED, STARTING, COPYING = (states.MOVE_REQUESTED, states.MOVE_STARTING,
+                                states.MOVE_COPYING)
+COMPLETING, RELEASING, NOTIFYING = (states.MOVE_COMPLETING,
+                                    states.MOVE_RELEASING,
+                                    states.MOVE_NOTIFYING)
+FAILING, DONE, FAILED = (states.MOVE_FAILING, states.MOVE_DONE,
+                         states.MOVE_FAILED)
 ACTIVE = (REQUESTED, STARTING, COPYING, COMPLETING, RELEASING, NOTIFYING,
           FAILING)
 # A status call every this many seconds while the agent copies: a few

@@ -21,12 +21,14 @@ import threading
 import futurist
 from oslo_concurrency import lockutils
 from oslo_log import log as logging
-import oslo_messaging as messaging
 
 from volmig import context as volmig_context
 from volmig import exception
+from volmig import owners
 from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
+from volmig.conductor import rpcapi as conductor_rpcapi
+from volmig.conductor import start
 from volmig.conf import CONF
 from volmig.db import api as db
 
@@ -79,8 +81,9 @@ def reason_to_queue(ctxt, service: dict, volume_id: str) -> str | None:
 class MigrationQueue:
     """Starts queued migrations as the caps allow, one at a time."""
 
-    def __init__(self, migrations, compute_api):
+    def __init__(self, migrations, compute_api, host: str):
         self.migrations = migrations
+        self.host = host
         self.compute_api = compute_api
         self._executor = futurist.ThreadPoolExecutor(max_workers=1)
         self._wanted = threading.Event()
@@ -119,25 +122,22 @@ class MigrationQueue:
                                         {'queued_reason': reason},
                                         expected_status=states.QUEUED)
                 return
+            # This conductor owns the start while it waits on the agent.
+            values = ({'status': states.STARTING, 'owner': owners.identity(
+                conductor_rpcapi.BINARY, self.host)} if owner
+                else {'status': states.ACCEPTED})
             try:
                 migration = db.migration_update(
-                    ctxt, migration['id'],
-                    {'status': states.STARTING if owner
-                     else states.ACCEPTED, 'queued_reason': None},
+                    ctxt, migration['id'], dict(values, queued_reason=None),
                     expected_status=states.QUEUED)
             except exception.InvalidMigrationState:
                 return  # cancelled meanwhile, or another conductor's now
         LOG.info('Volume migration %s leaves the queue', migration['id'])
         bdm = db.bdm_get_by_attachment(ctxt, migration['src_attachment_id'])
         try:
-            result = self.compute_api.migration_start(
-                ctxt, migration['host'], migration, bdm)
-        except messaging.MessagingTimeout:
-            return  # "starting": the agent reconciles it, as for the API
+            start.run(ctxt, self.compute_api, self.migrations, migration,
+                      bdm)
         except exception.VolmigException as exc:
-            if owner:
-                self.migrations.fail(ctxt, migration['id'], exc.message,
-                                     recovery_needed=False)
-            return
-        if owner:
-            self.migrations.started(ctxt, migration['id'], result['pauses'])
+            LOG.warning('Queued volume migration %(id)s did not start: '
+                        '%(reason)s', {'id': migration['id'],
+                                       'reason': exc.message})

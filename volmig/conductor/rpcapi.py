@@ -31,6 +31,9 @@ API version history:
           instance_reset_state) are served on OPERATOR_TOPIC, which only
           volmig-api's and volmig-manage's RabbitMQ users may publish to;
           on TOPIC only with [conductor] legacy_operator_topic.
+    1.7 - migration_begin takes the start's owner (volmig.owners), and
+          migration_release hands a start whose call to the agent timed
+          out over to the healer, so no timer guesses who owns a start.
 """
 
 from oslo_log import log as logging
@@ -45,11 +48,12 @@ LOG = logging.getLogger(__name__)
 
 BINARY = TOPIC = 'volmig-conductor'
 OPERATOR_TOPIC = 'volmig-conductor-operator'
-RPC_API_VERSION = '1.6'
+RPC_API_VERSION = '1.7'
 OWNER_VERSION = '1.3'
 GUESTS_VERSION = '1.4'
 OPERATIONS_VERSION = '1.5'
 OPERATOR_TOPIC_VERSION = '1.6'
+LEASE_VERSION = '1.7'
 
 # Release names an operator may put in [upgrade_levels] conductor.
 VERSION_ALIASES = {
@@ -268,7 +272,12 @@ class ConductorAPI:
 
     # Volume migrations: what the API asks for.
 
-    def migration_begin(self, ctxt, src_attachment_id, starting=False):
+    def migration_begin(self, ctxt, src_attachment_id, starting=False,
+                        owner=None):
+        if starting and self.can_send_version(LEASE_VERSION):
+            return self.client.prepare(version=LEASE_VERSION).call(
+                ctxt, 'migration_begin', src_attachment_id=src_attachment_id,
+                starting=True, owner=owner)
         if starting and self.can_send_version(OWNER_VERSION):
             return self.client.prepare(version=OWNER_VERSION).call(
                 ctxt, 'migration_begin', src_attachment_id=src_attachment_id,
@@ -285,6 +294,12 @@ class ConductorAPI:
         self._set_status(ctxt, migration['id'], states.STARTING)
         return self._set_status(ctxt, migration['id'], states.STARTED,
                                 pauses)
+
+    def migration_release(self, ctxt, migration_id):
+        """The caller stopped waiting on the agent's start."""
+        if self.can_send_version(LEASE_VERSION):
+            self.client.prepare(version=LEASE_VERSION).call(
+                ctxt, 'migration_release', migration_id=migration_id)
 
     def migration_accept_cancel(self, ctxt, src_attachment_id):
         return self._call(ctxt, 'migration_accept_cancel',

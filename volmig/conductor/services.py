@@ -8,6 +8,7 @@ down for good and, for a compute host, has no servers left.
 from oslo_utils import timeutils
 
 from volmig import exception
+from volmig import owners
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conf import CONF
 from volmig.db import api as db
@@ -17,6 +18,20 @@ def service_is_up(service: dict) -> bool:
     age = timeutils.delta_seconds(service['last_seen_at'],
                                   timeutils.utcnow())
     return age <= CONF.service_down_time
+
+
+def owner_alive(ctxt, owner: str | None) -> bool:
+    """Whether the process that ``owner`` names still runs: its service
+    is up and reports the same generation (volmig.owners)."""
+    if not owner:
+        return False
+    binary, host, generation = owners.parse(owner)
+    try:
+        service = db.service_get(ctxt, binary, host)
+    except exception.ServiceNotFound:
+        return False
+    return (service_is_up(service) and
+            service['capabilities'].get(owners.CAPABILITY) == generation)
 
 
 def get_all(ctxt, binary: str | None = None) -> list[dict]:

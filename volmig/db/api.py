@@ -272,9 +272,13 @@ def migration_begin(ctxt, values: dict) -> dict:
 
 
 def migration_create(ctxt, values: dict) -> dict:
+    values = dict({'status': states.ACCEPTED}, **values)
+    if values['status'] not in states.INITIAL:
+        raise exception.InvalidInput(
+            field='status', reason='a migration cannot begin %s'
+            % values['status'])
     with _CONTEXT.writer.using(ctxt) as session:
-        migration = models.VolumeMigration(**dict({'status': states.ACCEPTED},
-                                                  **values))
+        migration = models.VolumeMigration(**values)
         session.add(migration)
         try:
             session.flush()
@@ -323,7 +327,18 @@ def migration_get_all(ctxt, status=None, instance_uuid=None, volume_id=None,
 
 def migration_update(ctxt, uuid: str, values: dict,
                      expected_status: str | None = None) -> dict:
-    """Update a migration; with expected_status, only from that status."""
+    """Update a migration; with expected_status, only from that status.
+
+    This is the one gate of every status write: a new status needs the
+    status it leaves, the state machine must allow the move, and the
+    update is a compare-and-swap on it.
+    """
+    if 'status' in values:
+        if expected_status is None:
+            raise exception.InvalidInput(
+                field='status', reason='a status write needs the status '
+                'it replaces')
+        states.check_transition(uuid, expected_status, values['status'])
     with _CONTEXT.writer.using(ctxt) as session:
         stmt = sa.update(models.VolumeMigration).where(
             models.VolumeMigration.uuid == uuid).values(
@@ -331,12 +346,22 @@ def migration_update(ctxt, uuid: str, values: dict,
         if expected_status is not None:
             stmt = stmt.where(
                 models.VolumeMigration.status == expected_status)
-        if session.execute(stmt).rowcount == 0:
+        if session.get_bind().dialect.update_returning:
+            # The updated row comes back with the update: no re-select.
+            row = session.scalars(
+                stmt.returning(models.VolumeMigration).execution_options(
+                    synchronize_session=False,
+                    populate_existing=True)).first()
+        else:
+            row = (session.scalars(sa.select(models.VolumeMigration)
+                                   .filter_by(uuid=uuid)).first()
+                   if session.execute(stmt).rowcount else None)
+        if row is None:
             current = migration_get(ctxt, uuid)
             raise exception.InvalidMigrationState(
                 action='move to %s' % values.get('status'),
                 migration_id=uuid, status=current['status'])
-        return migration_get(ctxt, uuid)
+        return row.to_dict()
 
 
 def migrations_older_than(ctxt, statuses,

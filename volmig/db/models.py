@@ -122,6 +122,9 @@ class VolumeMigration(Base):
                           server_default=sa.true())
     # Which concurrency cap holds a queued migration back (alembic 0007).
     queued_reason = sa.Column(sa.Text)
+    # The process that runs the current step (volmig.owners), while it
+    # waits on an agent; None when the step is nobody's (alembic 0009).
+    owner = sa.Column(sa.String(255))
 
     def to_dict(self) -> dict:
         # The uuid is the migration's only public id.

@@ -10,6 +10,7 @@ from oslo_utils import uuidutils
 import sqlalchemy as sa
 
 from volmig import exception
+from volmig import states
 from volmig.db import api as db_api
 from volmig.db import models
 
@@ -63,7 +64,14 @@ def get_all(ctxt, statuses) -> list[dict]:
 
 
 def update(ctxt, move_id: str, expected_status: str, **values) -> dict:
-    """Change a move only from ``expected_status``; returns it."""
+    """Change a move only from ``expected_status``; returns it.
+
+    The one gate of a move's status: the state machine must allow the
+    change, and it is a compare-and-swap.
+    """
+    if 'status' in values:
+        states.check_move_transition(move_id, expected_status,
+                                     values['status'])
     with _transaction(ctxt) as session:
         changed = session.execute(
             sa.update(models.VolumeMove).where(
