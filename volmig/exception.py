@@ -229,6 +229,17 @@ class ComputeUnavailable(VolmigException):
     code = 503
 
 
+class ServiceTimeout(VolmigException):
+    msg_fmt = ('A service that %(method)s waits on did not answer in '
+               'time; try again.')
+    code = 503
+
+
+class UnexpectedError(VolmigException):
+    msg_fmt = ('%(method)s failed unexpectedly (%(kind)s); the log of the '
+               'service that answered has the details.')
+
+
 class BlockStorageUnavailable(VolmigException):
     msg_fmt = ('The block-storage service did not %(action)s: %(reason)s')
     code = 503

@@ -3,6 +3,7 @@
 import functools
 import inspect
 
+from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_messaging.rpc import dispatcher
 from oslo_serialization import jsonutils
@@ -11,6 +12,8 @@ from volmig import context as volmig_context
 from volmig import exception
 from volmig import metrics
 from volmig.conf import CONF
+
+LOG = logging.getLogger(__name__)
 
 # Typed exceptions from this module cross RPC as themselves.
 ALLOWED_EXMODS = ['volmig.exception']
@@ -69,12 +72,26 @@ def endpoint(method):
                                          % method.__name__, reason=exc)
         try:
             return method(self, ctxt, **kwargs)
-        except Exception as exc:
+        except exception.VolmigException as exc:
             # A refusal relayed from another service keeps its name.
             error = type(exc).__name__.removesuffix('_Remote')
             metrics.RPC_ERRORS.labels(method=method.__name__,
                                       error=error).inc()
             raise
+        except messaging.MessagingTimeout:
+            metrics.RPC_ERRORS.labels(method=method.__name__,
+                                      error='ServiceTimeout').inc()
+            raise exception.ServiceTimeout(method=method.__name__) from None
+        except Exception as exc:
+            # oslo.messaging would send anything else with its traceback
+            # in the reply's message: the caller gets a typed error, and
+            # the traceback stays in this service's log.
+            kind = type(exc).__name__.removesuffix('_Remote')
+            LOG.exception('%s failed', method.__name__)
+            metrics.RPC_ERRORS.labels(method=method.__name__,
+                                      error=kind).inc()
+            raise exception.UnexpectedError(method=method.__name__,
+                                            kind=kind) from None
     wrapped = messaging.expected_exceptions(exception.VolmigException)(
         checked)
     wrapped.rpc_endpoint = True

@@ -5,7 +5,7 @@ from oslo_utils import uuidutils
 from tests.functional import base
 from volmig import context as volmig_context
 from volmig import states
-from volmig.db import api as db
+from volmig.db import starts
 
 
 class HealingTest(base.ServicesTestCase):
@@ -17,7 +17,7 @@ class HealingTest(base.ServicesTestCase):
     def test_migration_nobody_took_is_failed_and_the_server_unlocked(self):
         server, bdm = self.create_server()
         # What an API that died right after recording a start leaves.
-        migration = db.migration_begin(volmig_context.get_admin_context(), {
+        migration = starts.record(volmig_context.get_admin_context(), {
             'uuid': uuidutils.generate_uuid(),
             'instance_uuid': server['uuid'], 'volume_id': bdm['volume_id'],
             'src_attachment_id': bdm['attachment_id'],

@@ -13,6 +13,7 @@ from volmig import states
 from volmig.db import api as db
 from volmig.db import migration
 from volmig.db import models
+from volmig.db import starts
 
 
 class DatabaseTestCase(base.BaseTestCase):
@@ -62,11 +63,11 @@ class InstanceTaskStateTest(DatabaseTestCase):
     def test_begin_migration_locks_the_instance_atomically(self):
         values = {'uuid': 'm-1', 'instance_uuid': 'i-1', 'volume_id': 'v',
                   'src_attachment_id': 'a', 'host': 'h', 'mode': 'live'}
-        migration = db.migration_begin(self.ctxt, values)
+        migration = starts.record(self.ctxt, values)
         self.assertEqual(states.ACCEPTED, migration['status'])
         self.assertEqual('m-1', migration['id'])
         self.assertRaises(exception.InstanceInvalidState,
-                          db.migration_begin, self.ctxt,
+                          starts.record, self.ctxt,
                           dict(values, uuid='m-2'))
         # The refused second start left no record behind.
         self.assertEqual(['m-1'], [m['id'] for m in

@@ -71,7 +71,8 @@ class MoveStateMachineTest(base.BaseTestCase):
                   states.MOVE_DONE]
 
     def test_each_step_leads_to_the_next(self):
-        for old, new in zip(self.MOVE_STEPS, self.MOVE_STEPS[1:]):
+        for old, new in zip(self.MOVE_STEPS[:-1], self.MOVE_STEPS[1:],
+                            strict=True):
             states.check_move_transition('v', old, new)
         states.check_move_transition('v', states.MOVE_FAILING,
                                      states.MOVE_FAILED)

@@ -17,6 +17,7 @@ from volmig.conductor import queue
 from volmig.conductor import rules
 from volmig.conductor import services
 from volmig.db import api as db
+from volmig.db import starts
 
 LOG = logging.getLogger(__name__)
 
@@ -82,36 +83,31 @@ class MigrationConductor:
         Returns ``{'migration', 'bdm', 'created'}``; ``created`` is False
         when the start was already done, so the call is idempotent.
         """
-        latest = db.migration_get_latest_by_src_attachment(
-            ctxt, src_attachment_id)
+        found = starts.context(ctxt, src_attachment_id,
+                               compute_rpcapi.BINARY)
+        latest = found['latest']
         if latest and latest['status'] in _STARTED_ALREADY:
             return {'migration': present(latest), 'bdm': None,
                     'created': False}
-        bdm = db.bdm_get_by_attachment(ctxt, src_attachment_id)
-        with volume_lock(bdm['volume_id']):
-            host = db.instance_get(ctxt, bdm['instance_uuid'])['host']
-            service = db.service_get(ctxt, compute_rpcapi.BINARY, host)
-            if not queue.capped(service):
-                return self._begin(ctxt, src_attachment_id, starting, owner,
-                                   bdm, service)
+        with volume_lock(found['bdm']['volume_id']):
+            if not queue.capped(found['service']):
+                return self._begin(ctxt, starting, owner, found)
             with queue.caps_lock():
-                return self._begin(ctxt, src_attachment_id, starting, owner,
-                                   bdm, service, capped=True)
+                return self._begin(ctxt, starting, owner, found,
+                                   capped=True)
 
-    def _begin(self, ctxt, src_attachment_id: str, starting: bool,
-               owner: str | None, bdm: dict, service: dict,
+    def _begin(self, ctxt, starting: bool, owner: str | None, found: dict,
                capped: bool = False) -> dict:
+        bdm, instance, service = (found['bdm'], found['instance'],
+                                  found['service'])
         # Read under the volume's lock, so no attach slips in between.
         volume = self.volume_api.get_volume(ctxt, bdm['volume_id'])
         with db.transaction(ctxt):
-            instance = db.instance_get(ctxt, bdm['instance_uuid'])
             rules.check_no_other_migration(
-                instance, src_attachment_id, volume,
+                instance, bdm['attachment_id'], volume,
                 db.migration_get_all(ctxt, status=states.IN_PROGRESS,
                                      volume_id=volume['id']))
-            attached = [db.instance_get(ctxt, other['instance_uuid'])
-                        for other in db.bdm_get_all(
-                            ctxt, volume_id=volume['id'])]
+            attached = starts.attached_servers(ctxt, volume['id'])
             mode = rules.choose_migration_mode(
                 instance, volume, attached, service['capabilities'])
             held = capped and queue.reason_to_queue(ctxt, service,
@@ -119,11 +115,11 @@ class MigrationConductor:
             status = (states.QUEUED if held else
                       states.STARTING if starting else states.ACCEPTED)
             try:
-                migration = db.migration_begin(ctxt, {
+                migration = starts.record(ctxt, {
                     'uuid': uuidutils.generate_uuid(),
                     'instance_uuid': instance['uuid'],
                     'volume_id': volume['id'],
-                    'src_attachment_id': src_attachment_id,
+                    'src_attachment_id': bdm['attachment_id'],
                     'host': instance['host'], 'mode': mode,
                     'project_id': instance['project_id'],
                     'exclusive': len(volume['attachments']) <= 1,
@@ -143,13 +139,13 @@ class MigrationConductor:
 
     def _check_no_attach_raced(self, ctxt, migration: dict,
                                attached: list[dict]) -> None:
-        """Recorded, then checked: an attach that another conductor made
-        while this start was deciding is seen now, and the start gives
-        way. The attach checks the same way the other round, so two
-        racers may both give way, but never both go on."""
+        """Recorded and committed, then checked: an attach that another
+        conductor made while this start was deciding is seen now, and the
+        start gives way. The attach checks the same way the other round,
+        so two racers may both give way, but never both go on."""
         known = {instance['uuid'] for instance in attached}
-        now = {bdm['instance_uuid'] for bdm in db.bdm_get_all(
-            ctxt, volume_id=migration['volume_id'])}
+        now = {instance['uuid'] for instance in starts.attached_servers(
+            ctxt, migration['volume_id'])}
         if now <= known:
             return
         reason = ('server %s attached it while the migration started; '

@@ -156,11 +156,12 @@ _ANY = object()
 
 
 def instance_update(ctxt, uuid: str, values: dict,
-                    expected_task_state=_ANY) -> dict:
+                    expected_task_state=_ANY, fetch: bool = True) -> dict:
     """Update an instance; with expected_task_state, only if it matches.
 
     The compare-and-swap is one UPDATE, so two requests racing for the
-    same instance cannot both win.
+    same instance cannot both win. Without ``fetch`` the instance is not
+    read back, and an empty dict is returned.
     """
     with _CONTEXT.writer.using(ctxt) as session:
         stmt = sa.update(models.Instance).where(
@@ -179,6 +180,8 @@ def instance_update(ctxt, uuid: str, values: dict,
             raise exception.InstanceInvalidState(
                 action='change', instance_uuid=uuid,
                 task_state=current.task_state)
+        if not fetch:
+            return {}
         return session.scalars(_instance_query(uuid)).one().to_dict()
 
 
@@ -258,18 +261,6 @@ def bdm_destroy(ctxt, bdm_id: int) -> None:
 
 
 # Volume migrations.
-
-def migration_begin(ctxt, values: dict) -> dict:
-    """Record a new migration and lock its instance, atomically.
-
-    ``values`` may carry the status (``accepted`` by default).
-    """
-    with _CONTEXT.writer.using(ctxt):
-        instance_update(ctxt, values['instance_uuid'],
-                        {'task_state': states.TASK_VOLUME_MIGRATING},
-                        expected_task_state=None)
-        return migration_create(ctxt, values)
-
 
 def migration_create(ctxt, values: dict) -> dict:
     values = dict({'status': states.ACCEPTED}, **values)

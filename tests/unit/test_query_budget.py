@@ -1,0 +1,63 @@
+"""The statements a start costs the conductor's database, counted.
+
+Each statement is a round trip to the database server; start's latency
+budget (a few bare RPC calls) leaves room for about six. Transaction
+control (BEGIN, COMMIT) is not counted, and neither are the block-storage
+service's own reads of its volume (another service in a deployment:
+volmig-volume over RPC, or Cinder over HTTP; the fake adapter reads them
+from this database).
+"""
+
+import re
+
+import sqlalchemy as sa
+
+from tests.unit import test_migration_conductor
+from volmig.db import api as db
+
+BLOCK_STORAGE = re.compile(r'\bFROM (volumes|volume_attachments)\b')
+CONTROL = ('BEGIN', 'COMMIT', 'ROLLBACK', 'SAVEPOINT', 'RELEASE')
+
+
+class QueryBudgetTest(test_migration_conductor.ConductorTestBase):
+
+    def setUp(self):
+        super().setUp()
+        self.statements = []
+        engine = db.get_engine()
+        sa.event.listen(engine, 'before_cursor_execute', self._seen)
+        self.addCleanup(sa.event.remove, engine, 'before_cursor_execute',
+                        self._seen)
+
+    def _seen(self, conn, cursor, statement, params, context, many):
+        if not (statement.lstrip().upper().startswith(CONTROL)
+                or BLOCK_STORAGE.search(statement)):
+            self.statements.append(statement)
+
+    def counted(self, call):
+        del self.statements[:]
+        result = call()
+        return result, list(self.statements)
+
+    def test_begin_costs_at_most_six_statements(self):
+        begun, statements = self.counted(lambda: self.conductor.begin(
+            self.ctxt, self.src['id'], starting=True, owner='volmig-api:a:g'))
+        self.assertTrue(begun['created'])
+        self.assertLessEqual(len(statements), 6, '\n'.join(statements))
+        # A repeated start that is answered from the record: one.
+        self.conductor.started(self.ctxt, begun['migration']['id'], {})
+        again, statements = self.counted(lambda: self.conductor.begin(
+            self.ctxt, self.src['id'], starting=True))
+        self.assertFalse(again['created'])
+        self.assertEqual(1, len(statements), '\n'.join(statements))
+
+    def test_started_costs_at_most_three_statements(self):
+        begun = self.conductor.begin(self.ctxt, self.src['id'],
+                                     starting=True)
+        started, statements = self.counted(lambda: self.conductor.started(
+            self.ctxt, begun['migration']['id'], {'start': 1.5}))
+        self.assertEqual('started', started['status'])
+        self.assertLessEqual(len(statements), 3, '\n'.join(statements))
+        # The update returned the row: nothing is read after it.
+        self.assertTrue(statements[-1].lstrip().upper().startswith(
+            'UPDATE'), statements[-1])
