@@ -42,6 +42,21 @@ def select_backend(argv: list[str]) -> str:
     return name
 
 
+def stop_executor(executor) -> None:
+    """Stop a futurist executor whose own work may submit more work.
+
+    futurist's ``shutdown(wait=True)`` holds the lock that ``submit``
+    takes while it waits for the queued work, so a worker that submits
+    (a migration's end starting a queued one) would wait on it forever.
+    Stop taking work first, so that such a submit raises RuntimeError at
+    once, then wait for the workers outside that lock. Work still queued
+    is dropped: what it was for is resumed or reconciled at the next
+    start, as after a crash.
+    """
+    executor.shutdown(wait=False)
+    executor.shutdown(wait=True)
+
+
 def init_threading() -> None:
     # futurist imports eventlet whenever it is installed, which warns
     # about a backend this process does not use.

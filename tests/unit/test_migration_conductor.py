@@ -23,7 +23,7 @@ class ConductorTestBase(base.BaseTestCase):
         self.useFixture(volmig_fixtures.ConfFixture())
         self.useFixture(volmig_fixtures.DatabaseFixture())
         self.ctxt = volmig_context.get_admin_context()
-        self.volumes = fake.FakeVolumeAdapter()
+        self.volumes = self.make_volumes()
         self.ended = []
         self.conductor = migrations.MigrationConductor(
             self.volumes, on_end=lambda: self.ended.append(True))
@@ -35,12 +35,18 @@ class ConductorTestBase(base.BaseTestCase):
             'uuid': uuidutils.generate_uuid(), 'name': 'vm', 'host': 'h1',
             'project_id': 'p', 'user_id': 'u', 'vm_state': states.VM_ACTIVE,
             'power_state': states.POWER_RUNNING})
-        volume = self.volumes.create_volume(self.ctxt, 16)
+        volume = self.make_volume()
         self.src = self.attach(volume)
         db.bdm_create(self.ctxt, {
             'instance_uuid': self.instance['uuid'],
             'volume_id': volume['id'], 'attachment_id': self.src['id'],
             'attach_mode': 'rw', 'device_name': '/dev/vda'})
+
+    def make_volumes(self):
+        return fake.FakeVolumeAdapter()
+
+    def make_volume(self):
+        return self.volumes.create_volume(self.ctxt, 16)
 
     def attach(self, volume):
         attachment = self.volumes.attachment_create(

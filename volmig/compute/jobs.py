@@ -7,6 +7,7 @@ import time
 import futurist
 from oslo_log import log as logging
 
+from volmig import concurrency
 from volmig import metrics
 from volmig.compute.drivers import base
 
@@ -44,7 +45,15 @@ class JobRunner:
                 LOG.info('Job %s is already followed here', name)
                 return None
             self._running.add(name)
-        return self._executor.submit(self._run, name, job, report, on_error)
+        try:
+            return self._executor.submit(self._run, name, job, report,
+                                         on_error)
+        except RuntimeError:
+            # Stopping: the job is reconciled at the next start.
+            LOG.info('Job %s not followed: the agent is stopping', name)
+            with self._lock:
+                self._running.discard(name)
+            return None
 
     def running(self, name: str) -> bool:
         with self._lock:
@@ -94,4 +103,4 @@ class JobRunner:
 
     def stop(self) -> None:
         self._stopping.set()
-        self._executor.shutdown(wait=True)
+        concurrency.stop_executor(self._executor)

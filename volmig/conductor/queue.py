@@ -22,6 +22,7 @@ import futurist
 from oslo_concurrency import lockutils
 from oslo_log import log as logging
 
+from volmig import concurrency
 from volmig import context as volmig_context
 from volmig import exception
 from volmig import owners
@@ -89,14 +90,17 @@ class MigrationQueue:
         self._wanted = threading.Event()
 
     def stop(self) -> None:
-        self._executor.shutdown(wait=True)
+        concurrency.stop_executor(self._executor)
 
     def kick(self) -> None:
         """A slot may be free: look at the queue soon, off the caller's
         thread (the caller may be an agent's report)."""
         if not self._wanted.is_set():
             self._wanted.set()
-            self._executor.submit(self.dispatch)
+            try:
+                self._executor.submit(self.dispatch)
+            except RuntimeError:
+                pass  # stopping: the next conductor looks at the queue
 
     def dispatch(self) -> None:
         self._wanted.clear()

@@ -28,6 +28,7 @@ import oslo_messaging as messaging
 from oslo_utils import timeutils
 
 from volmig import client
+from volmig import concurrency
 from volmig import context as volmig_context
 from volmig import exception
 from volmig import states
@@ -55,10 +56,11 @@ def guest_may_be_on_dst(migration: dict) -> bool:
 
 class Migrator:
 
-    def __init__(self, volumes, conf):
+    def __init__(self, volumes, conf, migration_client=None):
         self.volumes = volumes
         self.conf = conf
-        self.client = client.MigrationClient()
+        # volmig-api's RPC face, as any block-storage service reaches it.
+        self.client = migration_client or client.MigrationClient()
         self._executor = futurist.ThreadPoolExecutor(
             max_workers=conf.storage.migration_workers)
         self._interrupted: list[dict] = []
@@ -70,7 +72,15 @@ class Migrator:
         self._slots = threading.Lock()
 
     def stop(self) -> None:
-        self._executor.shutdown(wait=True)
+        concurrency.stop_executor(self._executor)
+
+    def _after_end(self) -> None:
+        """A slot is free: start queued migrations off this thread."""
+        try:
+            self._executor.submit(self._ended)
+        except RuntimeError:
+            LOG.info('volmig-volume is stopping: the queued migrations '
+                     'start after its restart')
 
     def pool_path(self, pool: str) -> str:
         try:
@@ -254,7 +264,7 @@ class Migrator:
                             for migration in migrations}, 'success')
         self._drop_src(volume_id)
         LOG.info('Volume %s now lives in pool %s', volume_id, dst['pool'])
-        self._executor.submit(self._ended)
+        self._after_end()
 
     def _dst_attachment(self, ctxt, volume, dst, migration) -> dict:
         """dst's attachment for the migration's server, made once."""
@@ -315,7 +325,7 @@ class Migrator:
         self.volumes.update_volume(
             volume_id, migration_status='error', migration_dst=None,
             migration_error=exception.safe_message(reason))
-        self._executor.submit(self._ended)
+        self._after_end()
 
     def _drop_dst(self, dst: dict) -> None:
         self.volumes.purge(dst['id'])

@@ -1,0 +1,106 @@
+"""volmig-volume's move of an attached volume between pools, without
+RabbitMQ: real files in two pool directories, the block-storage client
+calling volmig-api's manager in this process (tests/unit/in_process.py),
+the fake driver's guest. The bytes are checked, not only the statuses."""
+
+import os
+import time
+
+import fixtures
+
+from tests.unit import in_process
+from tests.unit import test_migration_conductor
+from volmig import context as volmig_context
+from volmig import exception
+from volmig import states
+from volmig.conf import CONF
+from volmig.db import api as db
+from volmig.storage import manager as storage_manager
+from volmig.storage import migration
+
+SIZE_MB = 4
+
+
+class MigratorTest(test_migration_conductor.ConductorTestBase):
+
+    def make_volumes(self):
+        self.pools = {name: self.useFixture(fixtures.TempDir()).path
+                      for name in ('pool-a', 'pool-b')}
+        CONF.set_override('pools', self.pools, 'storage')
+        return storage_manager.FileVolumes()
+
+    def make_volume(self):
+        volume = self.volumes.create_file_volume(
+            self.ctxt, SIZE_MB, 'pool-a', self.pools['pool-a'])
+        self.data = os.urandom(SIZE_MB * 1024 * 1024)
+        with open(volume['path'], 'r+b') as src:
+            src.write(self.data)
+        return volume
+
+    def setUp(self):
+        super().setUp()
+        deployment = in_process.Deployment(self, self.conductor)
+        self.driver = deployment.driver
+        self.bdm = db.bdm_get_by_attachment(self.ctxt, self.src['id'])
+        self.driver.spawn({'uuid': self.instance['uuid']}, [self.bdm])
+        self.migrator = migration.Migrator(self.volumes, CONF,
+                                           deployment.client())
+        self.addCleanup(self.migrator.stop)
+        self.service = volmig_context.get_service_context()
+
+    def volume(self):
+        return self.volumes.get_volume(self.ctxt, self.bdm['volume_id'])
+
+    def wait_for(self, status):
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            volume = self.volume()
+            if volume['migration_status'] == status:
+                return volume
+            time.sleep(0.02)
+        self.fail('the move never became %s: %s' % (status, volume))
+
+    def pool_files(self, pool):
+        return sorted(os.listdir(self.pools[pool]))
+
+    def test_a_move_keeps_every_byte_and_switches_the_guest(self):
+        src_path = self.volume()['path']
+        self.migrator.begin(self.service, self.bdm['volume_id'], 'pool-b')
+        moved = self.wait_for('success')
+        self.assertEqual('pool-b', moved['pool'])
+        self.assertTrue(moved['path'].startswith(self.pools['pool-b']))
+        with open(moved['path'], 'rb') as dst:
+            self.assertEqual(self.data, dst.read())
+        self.assertFalse(os.path.exists(src_path))
+        self.assertEqual([], self.pool_files('pool-a'))
+        # The guest and the mapping are on the volume's one attachment,
+        # which is dst's now.
+        [attachment] = moved['attachments']
+        disk = self.driver.guest_disk(self.instance['uuid'], moved['id'])
+        self.assertEqual((attachment['id'], False),
+                         (disk.attachment_id, disk.on_overlay))
+        self.assertEqual(attachment['id'], db.bdm_get_by_volume(
+            self.ctxt, self.instance['uuid'], moved['id'])['attachment_id'])
+        [record] = db.migration_get_all(self.ctxt)
+        self.assertEqual(states.COMPLETED, record['status'])
+
+    def test_a_refused_start_leaves_the_volume_whole_on_src(self):
+        # The guest is gone from the agent: it refuses the start.
+        self.driver.destroy({'uuid': self.instance['uuid']})
+        self.assertRaises(exception.InstanceNotFound, self.migrator.begin,
+                          self.service, self.bdm['volume_id'], 'pool-b')
+        volume = self.wait_for('error')
+        self.assertEqual(('pool-a', None),
+                         (volume['pool'], volume['migration_dst']))
+        self.assertIn('could not be found', volume['migration_error'])
+        self.assertEqual([], self.pool_files('pool-b'))
+        with open(volume['path'], 'rb') as src:
+            self.assertEqual(self.data, src.read())
+
+    def test_a_second_move_of_the_same_volume_is_refused(self):
+        self.migrator.begin(self.service, self.bdm['volume_id'], 'pool-b')
+        error = self.assertRaises(
+            exception.MigrationInProgress, self.migrator.begin,
+            self.service, self.bdm['volume_id'], 'pool-b')
+        self.assertIn('already migrating to pool pool-b', error.message)
+        self.wait_for('success')
