@@ -8,8 +8,9 @@ side by side:
   volmig-api, volmig-conductor and volmig-compute (fake driver) processes.
 
 It prints p50 and p99 of each, and the ratio of start to the bare call.
-The design (doc/source/design.rst, "Performance") once targeted
-start p50 <= 3x a bare call.
+A start is four round trips (client to API, API to conductor's begin, API
+to agent, API to conductor's started), so 4x is its floor; the goal is
+5x, which leaves one bare call for all the work the services do.
 """
 
 # The backend must be chosen before oslo.messaging is imported.
@@ -133,7 +134,7 @@ def main() -> None:
         print('%-34s %9.2f %9.2f' % ((label,) + percentiles(samples)))
     bare_p50, _ = percentiles(bare)
     start_p50, _ = percentiles(starts)
-    print('start p50 / bare call p50: %.1fx (target <= 3x)'
+    print('start p50 / bare call p50: %.1fx (goal <= 5x)'
           % (start_p50 / bare_p50))
 
 
