@@ -42,7 +42,7 @@ from volmig import config
 from volmig import guest_writes
 from volmig.compute.drivers.qemu import guest as qemu_guest
 from volmig.db import api as db_api
-from volmig.db import migration as db_migration
+from volmig.db import schema
 
 
 class Deployment(fixtures.Fixture):
@@ -72,7 +72,7 @@ class Deployment(fixtures.Fixture):
         self.guests = os.path.join(self.dir, 'compute', 'guests')
         db_url = 'sqlite:///%s/volmig.sqlite' % self.dir
         db_api.configure(db_url)
-        db_migration.upgrade()
+        schema.upgrade()
         self.useFixture(cluster.Cluster(self.dir, vhost.url, db_url,
                                         ['compute-1'], options=options))
         self.token = self.keystone.admin.get_token()

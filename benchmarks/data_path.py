@@ -53,15 +53,15 @@ import time  # noqa: E402
 from tests import nbd_writer as guest_io  # noqa: E402
 from tests import real_guest  # noqa: E402
 from tests.integration import cluster  # noqa: E402
+from volmig import block_storage  # noqa: E402
 from volmig import client  # noqa: E402
 from volmig import context as volmig_context  # noqa: E402
 from volmig import guest_writes  # noqa: E402
 from volmig import states  # noqa: E402
-from volmig import volume  # noqa: E402
 from volmig.compute.drivers.qemu import guest as qemu_guest  # noqa: E402
 from volmig.conductor import rpcapi as conductor_rpcapi  # noqa: E402
 from volmig.conf import CONF  # noqa: E402
-from volmig.storage import copy as verified_copy  # noqa: E402
+from volmig.volume_service import copy as verified_copy  # noqa: E402
 
 MIB = 1024 * 1024
 
@@ -190,7 +190,7 @@ def run_against_mirror(size_mb: int, pools: dict) -> None:
     legacy mirror swap back to the first pool."""
     admin = volmig_context.get_admin_context()
     conductor = conductor_rpcapi.ConductorAPI()
-    volumes = volume.get_adapter()
+    volumes = block_storage.get_adapter()
     vol = volumes.create_volume(admin, size_mb, pool='pool-a')
     random_file(vol['path'], size_mb)
     server = _server(conductor, admin, vol['id'])
@@ -248,7 +248,7 @@ def run_drain(pools: dict) -> None:
     """20 volumes drained back and forth at several --max-parallel."""
     admin = volmig_context.get_admin_context()
     conductor = conductor_rpcapi.ConductorAPI()
-    volumes = volume.get_adapter()
+    volumes = block_storage.get_adapter()
     created = []
     for size in DRAIN_SIZES_MB:
         vol = volumes.create_volume(admin, size, pool='pool-a')
@@ -294,7 +294,7 @@ def run_drain(pools: dict) -> None:
 def run(size_mb: int, compute_pid: int, pools: dict) -> None:
     admin = volmig_context.get_admin_context()
     conductor = conductor_rpcapi.ConductorAPI()
-    volumes = volume.get_adapter()
+    volumes = block_storage.get_adapter()
     vol = volumes.create_volume(admin, size_mb, pool='pool-a')
     # Real data everywhere, so neither copy can skip zeros.
     subprocess.run(['dd', 'if=/dev/urandom', 'of=%s' % vol['path'],  # nosec
@@ -362,7 +362,7 @@ def _wait(fetch, done, what, timeout=300.0, interval=0.02):
 def run_real_guest(size_mb: int) -> None:
     admin = volmig_context.get_admin_context()
     conductor = conductor_rpcapi.ConductorAPI()
-    volumes = volume.get_adapter()
+    volumes = block_storage.get_adapter()
     compute_state = os.path.join(CONF.state_path, 'compute')
     real_guest.register(CONF.qemu.image_dir)
     vol = volumes.create_volume(admin, size_mb, pool='pool-a')

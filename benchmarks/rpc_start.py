@@ -26,16 +26,16 @@ import fixtures  # noqa: E402
 import oslo_messaging as messaging  # noqa: E402
 
 from tests.integration import cluster  # noqa: E402
+from volmig import block_storage  # noqa: E402
 from volmig import client  # noqa: E402
 from volmig import config  # noqa: E402
 from volmig import context as volmig_context  # noqa: E402
 from volmig import rpc  # noqa: E402
 from volmig import states  # noqa: E402
-from volmig import volume  # noqa: E402
 from volmig.conductor import rpcapi as conductor_rpcapi  # noqa: E402
 from volmig.conf import CONF  # noqa: E402
 from volmig.db import api as db_api  # noqa: E402
-from volmig.db import migration  # noqa: E402
+from volmig.db import schema  # noqa: E402
 
 
 class Echo:
@@ -77,7 +77,7 @@ def volmig_round_trips(iterations: int):
     ctxt = volmig_context.get_service_context()
     conductor = conductor_rpcapi.ConductorAPI()
     migrations = client.MigrationClient(poll_interval=0.01)
-    src = volume.get_adapter().create_volume(admin, 16)
+    src = block_storage.get_adapter().create_volume(admin, 16)
     [server] = conductor.build_instances(
         admin, 'bench', [{'volume_id': src['id']}], 1, None)
     while conductor.instance_get(admin, server['uuid'])['vm_state'] \
@@ -109,7 +109,7 @@ def main() -> None:
         CONF.set_override('transport_url', vhost.url)
         CONF.set_override('state_path', tmp.path)
         db_api.configure(db_url)
-        migration.upgrade()
+        schema.upgrade()
         rpc.init()
         services = cluster.Cluster(
             tmp.path, vhost.url, db_url, ['compute-1'],

@@ -34,16 +34,16 @@ from benchmarks import rpc_start  # noqa: E402
 from tests import fixtures as test_fixtures  # noqa: E402
 from tests.integration import base as integration_base  # noqa: E402
 from tests.integration import cluster  # noqa: E402
+from volmig import block_storage  # noqa: E402
 from volmig import client  # noqa: E402
 from volmig import config  # noqa: E402
 from volmig import context as volmig_context  # noqa: E402
 from volmig import rpc  # noqa: E402
 from volmig import states  # noqa: E402
-from volmig import volume  # noqa: E402
 from volmig.conductor import rpcapi as conductor_rpcapi  # noqa: E402
 from volmig.conf import CONF  # noqa: E402
 from volmig.db import api as db_api  # noqa: E402
-from volmig.db import migration as schema  # noqa: E402
+from volmig.db import schema as schema  # noqa: E402
 
 POSTGRESQL = 'postgresql+psycopg2://postgres@127.0.0.1:5432/postgres'
 PROGRESS = 'migration_report_progress'
@@ -139,7 +139,7 @@ def servers(count: int, workers: int) -> list[dict]:
     """Servers with a volume each, spread over the agents."""
     admin = volmig_context.get_admin_context()
     conductor = conductor_rpcapi.ConductorAPI()
-    volumes = volume.get_adapter()
+    volumes = block_storage.get_adapter()
 
     def one(_):
         src = volumes.create_volume(admin, 1024)
@@ -160,7 +160,7 @@ def destinations(built: list[dict], workers: int) -> list[tuple[str, str]]:
     made as the block-storage service makes them, before it starts."""
     admin = volmig_context.get_admin_context()
     conductor = conductor_rpcapi.ConductorAPI()
-    volumes = volume.get_adapter()
+    volumes = block_storage.get_adapter()
 
     def one(server):
         bdm = conductor.instance_get(admin, server['uuid'])[

@@ -35,11 +35,11 @@ import oslo_messaging as messaging  # noqa: E402
 
 from tests import nbd_writer as guest_io  # noqa: E402
 from tests.integration import cluster  # noqa: E402
+from volmig import block_storage  # noqa: E402
 from volmig import client  # noqa: E402
 from volmig import context as volmig_context  # noqa: E402
 from volmig import exception  # noqa: E402
 from volmig import states  # noqa: E402
-from volmig import volume  # noqa: E402
 from volmig.conductor import rpcapi as conductor_rpcapi  # noqa: E402
 from volmig.conf import CONF  # noqa: E402
 
@@ -60,7 +60,7 @@ class Soak:
         self.service_ctxt = volmig_context.get_service_context()
         self.conductor = conductor_rpcapi.ConductorAPI(timeout=15)
         self.client = client.MigrationClient(timeout=15)
-        self.volumes = volume.get_adapter()
+        self.volumes = block_storage.get_adapter()
         self.rounds: list[dict] = []
 
     def retry(self, call, *args, **kwargs):

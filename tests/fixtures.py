@@ -13,7 +13,7 @@ from volmig import rpc
 from volmig.conf import CONF
 from volmig.conf import opts
 from volmig.db import api as db_api
-from volmig.db import migration
+from volmig.db import schema
 
 # Set to a PostgreSQL or MySQL URL (of a user that may create databases)
 # to run the suite there; SQLite under a temporary directory otherwise.
@@ -50,7 +50,7 @@ class DatabaseFixture(fixtures.Fixture):
         self.addCleanup(CONF.clear_override, 'connection', group='database')
         db_api.configure(url)
         self.addCleanup(lambda: db_api.get_engine().dispose())
-        migration.upgrade()
+        schema.upgrade()
 
     def _create_database(self, server_url: str) -> str:
         url, drop = create_database(server_url)

@@ -6,10 +6,10 @@ Shared by the functional and integration bases; a base provides
 
 import time
 
+from volmig import block_storage
 from volmig import client
 from volmig import context as volmig_context
 from volmig import states
-from volmig import volume
 from volmig.conductor import rpcapi as conductor_rpcapi
 
 
@@ -22,7 +22,7 @@ class StorageRoleMixin:
             user_id='alice', project_id='project-a', roles=['member'])
         self.conductor = conductor_rpcapi.ConductorAPI()
         self.client = client.MigrationClient(timeout=rpc_timeout)
-        self.volumes = volume.get_adapter()
+        self.volumes = block_storage.get_adapter()
 
     def check_alive(self) -> None:
         """Raise if a service under test has died."""

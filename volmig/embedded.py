@@ -16,7 +16,7 @@ from volmig.api import http
 from volmig.compute.drivers.qemu import images
 from volmig.conf import CONF
 from volmig.db import api as db_api
-from volmig.db import migration
+from volmig.db import schema
 
 POOLS = ('pool-a', 'pool-b')
 GUEST_IMAGE = 'volmig-guest'
@@ -37,7 +37,7 @@ def configure(state_dir: str, driver: str, transport_url: str) -> None:
                 pool: os.path.join(state_dir, 'pools', pool)
                 for pool in POOLS}, group='storage')
     db_api.configure(CONF.database.connection)
-    migration.upgrade()
+    schema.upgrade()
 
 
 def register_guest_image(build_dir: str) -> dict | None:

@@ -25,8 +25,8 @@ from volmig.conductor import manager as conductor_manager
 from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
 from volmig.db import api as db_api
-from volmig.storage import manager as storage_manager
-from volmig.storage import rpcapi as storage_rpcapi
+from volmig.volume_service import manager as storage_manager
+from volmig.volume_service import rpcapi as storage_rpcapi
 
 LOG = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conf import CONF
 from volmig.db import api as db_api
-from volmig.db import migration as schema
+from volmig.db import schema as schema
 
 
 class UpgradeCheckTest(base.BaseTestCase):

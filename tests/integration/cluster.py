@@ -21,7 +21,7 @@ from volmig import rpc
 from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
 from volmig.db import api as db_api
-from volmig.db import migration as db_migration
+from volmig.db import schema
 
 RABBIT = ('127.0.0.1', 5672)
 BIN_DIR = os.path.dirname(sys.executable)
@@ -240,7 +240,7 @@ def qemu_cluster(options: dict):
         CONF.set_override('state_path', tmp.path)
         CONF.set_override('backend', 'file', group='volume')
         db_api.configure(db_url)
-        db_migration.upgrade()
+        schema.upgrade()
         rpc.init()
         everything = {('compute', 'driver'): 'qemu',
                       ('compute', 'stop_guests_on_exit'): True,

@@ -16,7 +16,7 @@ from oslotest import base as oslo_base
 from tests.integration import base
 from tests.integration import cluster
 from volmig.cmd import manage
-from volmig.storage import rpcapi as storage_rpcapi
+from volmig.volume_service import rpcapi as storage_rpcapi
 
 MANAGE = os.path.join(cluster.BIN_DIR, 'volmig-manage')
 SOME_ID = '5d4c9a53-6c8f-4e0e-9d6e-1f1f3c2b7a10'

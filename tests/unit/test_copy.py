@@ -10,7 +10,7 @@ import fixtures
 from oslotest import base
 import testscenarios
 
-from volmig.storage import copy
+from volmig.volume_service import copy
 
 MIB = 1024 * 1024
 # (offset, bytes) written into a 16 MiB src; the rest is holes, and one

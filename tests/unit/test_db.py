@@ -11,8 +11,8 @@ from volmig import context as volmig_context
 from volmig import exception
 from volmig import states
 from volmig.db import api as db
-from volmig.db import migration
 from volmig.db import models
+from volmig.db import schema
 from volmig.db import starts
 
 
@@ -29,9 +29,9 @@ class SchemaTest(DatabaseTestCase):
 
     def test_migrations_build_the_schema_of_the_models(self):
         # DatabaseFixture built the schema with the alembic migrations.
-        self.assertIsNotNone(migration.head_revision())
-        self.assertEqual(migration.head_revision(),
-                         migration.current_revision())
+        self.assertIsNotNone(schema.head_revision())
+        self.assertEqual(schema.head_revision(),
+                         schema.current_revision())
         with db.get_engine().connect() as connection:
             context = alembic_migration.MigrationContext.configure(
                 connection, opts={'compare_type': True})

@@ -4,7 +4,7 @@ import datetime
 
 from oslotest import base
 
-from volmig.storage import drain
+from volmig.volume_service import drain
 
 
 def volume(vol_id, pool='pool-a', size_mb=16, attachments=(), **values):

@@ -8,11 +8,11 @@ from tests import fixtures as volmig_fixtures
 from volmig import context as volmig_context
 from volmig import exception
 from volmig import states
+from volmig.block_storage import fake
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.compute.drivers import base as driver_base
 from volmig.conductor import migrations
 from volmig.db import api as db
-from volmig.volume import fake
 
 
 class ConductorTestBase(base.BaseTestCase):

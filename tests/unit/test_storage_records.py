@@ -9,8 +9,8 @@ import fixtures
 from tests.functional import test_races
 from tests.unit import test_db
 from volmig import exception
-from volmig.storage import manager
-from volmig.volume import base
+from volmig.block_storage import base
+from volmig.volume_service import manager
 
 
 class StorageRecordsTest(test_db.DatabaseTestCase):

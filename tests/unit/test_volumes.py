@@ -7,9 +7,9 @@ from oslotest import base
 
 from tests import fixtures as volmig_fixtures
 from volmig import exception
+from volmig.block_storage import cinder
 from volmig.compute import volumes
 from volmig.conf import CONF
-from volmig.volume import cinder
 
 
 class VolumeConnectorTest(base.BaseTestCase):

@@ -27,7 +27,7 @@ from volmig.compute.drivers.qemu import guest as qemu_guest
 from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
 from volmig.conf import compute as compute_conf
-from volmig.storage import rpcapi as storage_rpcapi
+from volmig.volume_service import rpcapi as storage_rpcapi
 
 cli_opts = [
     cfg.StrOpt('state-dir', required=True,

@@ -30,8 +30,8 @@ from volmig.cmd import manage_parser
 from volmig.compute.drivers.qemu import images
 from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
-from volmig.db import migration as schema
-from volmig.storage import rpcapi as storage_rpcapi
+from volmig.db import schema as schema
+from volmig.volume_service import rpcapi as storage_rpcapi
 
 
 def _db_sync() -> None:

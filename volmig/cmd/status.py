@@ -18,7 +18,7 @@ from volmig.conductor import services
 from volmig.conf import CONF
 from volmig.conf import opts
 from volmig.db import api as db
-from volmig.db import migration as schema
+from volmig.db import schema as schema
 
 Code = upgradecheck.Code
 Result = upgradecheck.Result

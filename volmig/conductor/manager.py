@@ -5,10 +5,10 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import versionutils
 
+from volmig import block_storage
 from volmig import context as volmig_context
 from volmig import exception
 from volmig import rpc
-from volmig import volume
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import healer
 from volmig.conductor import instances
@@ -37,7 +37,7 @@ class ConductorManager:
 
     def __init__(self, host: str):
         self.host = host
-        volume_api = volume.get_adapter()
+        volume_api = block_storage.get_adapter()
         compute_api = compute_rpcapi.ComputeAPI(
             lambda: min_service_version(volmig_context.get_admin_context(),
                                         compute_rpcapi.BINARY))

@@ -1,9 +1,8 @@
 """The conductor's side of volume migrations: validate, record, heal.
 
-Every status change goes through here, so the state machine is enforced
-in one place, and each change is persisted before the work it announces.
+Every status change is decided here and written through the one gate
+(``db.migration_update``), each before the work it announces.
 """
-
 
 from oslo_concurrency import lockutils
 from oslo_log import log as logging

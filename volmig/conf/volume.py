@@ -4,8 +4,8 @@ volume_group = cfg.OptGroup('volume', title='Block-storage adapter options')
 
 volume_opts = [
     cfg.StrOpt('backend', default='fake',
-               help='Block-storage adapter, a volmig.volume.backends entry '
-                    'point: "file" is volmig-volume, reached over RPC; '
+               help='Block-storage adapter, a volmig.block_storage.backends '
+                    'entry point: "file" is volmig-volume, reached over RPC; '
                     '"cinder" is Cinder\'s REST API (see [cinder]); '
                     '"fake" keeps volumes as records in the database, '
                     'without data.'),

@@ -134,7 +134,7 @@ class VolumeMigration(Base):
 
 
 # volmig-volume's records (and the fake backend's, which has no data).
-# Only ``volmig.storage.records`` reads or writes them.
+# Only ``volmig.volume_service.records`` reads or writes them.
 
 class Volume(Base):
     __tablename__ = 'volumes'
@@ -148,7 +148,7 @@ class Volume(Base):
     project_id = sa.Column(sa.String(255))
     # The raw file; None on the fake backend.
     path = sa.Column(sa.Text)
-    # Its move to another pool (volmig.storage.migration).
+    # Its move to another pool (volmig.volume_service.move).
     migration_status = sa.Column(sa.String(32))
     migration_pool = sa.Column(sa.String(255))
     migration_progress = sa.Column(sa.Float)

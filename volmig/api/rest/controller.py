@@ -1,9 +1,9 @@
 """What every REST controller shares: its RPC clients and the lookups
 that apply project scoping."""
 
+from volmig import block_storage
 from volmig import exception
 from volmig import policy
-from volmig import volume
 from volmig.api import validation
 from volmig.conductor import rpcapi as conductor_rpcapi
 
@@ -35,7 +35,7 @@ class Controller:
     @property
     def volume_api(self):
         if self._volume_api is None:
-            self._volume_api = volume.get_adapter()
+            self._volume_api = block_storage.get_adapter()
         return self._volume_api
 
     def server(self, req, server_id: str, rule: str) -> dict:

@@ -4,12 +4,12 @@ import typing
 
 from stevedore import driver
 
+from volmig.block_storage import base
 from volmig.conf import CONF
-from volmig.volume import base
 
 
 def get_adapter(conf=CONF) -> base.VolumeAdapter:
     manager: driver.DriverManager = driver.DriverManager(
-        'volmig.volume.backends', conf.volume.backend, invoke_on_load=True,
-        invoke_args=(conf,))
+        'volmig.block_storage.backends', conf.volume.backend,
+        invoke_on_load=True, invoke_args=(conf,))
     return typing.cast(base.VolumeAdapter, manager.driver)

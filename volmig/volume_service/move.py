@@ -32,8 +32,8 @@ from volmig import concurrency
 from volmig import context as volmig_context
 from volmig import exception
 from volmig import states
-from volmig.storage import copy as copy_mod
-from volmig.volume import base
+from volmig.block_storage import base
+from volmig.volume_service import copy as copy_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def guest_may_be_on_dst(migration: dict) -> bool:
     return migration['status'] in states.COMPLETE_REQUESTED
 
 
-class Migrator:
+class Mover:
 
     def __init__(self, volumes, conf, migration_client=None):
         self.volumes = volumes

@@ -21,7 +21,7 @@ from keystoneauth1 import service_token
 from oslo_log import log as logging
 
 from volmig import exception
-from volmig.volume import base
+from volmig.block_storage import base
 
 LOG = logging.getLogger(__name__)
 

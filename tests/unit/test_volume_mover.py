@@ -15,13 +15,13 @@ from volmig import exception
 from volmig import states
 from volmig.conf import CONF
 from volmig.db import api as db
-from volmig.storage import manager as storage_manager
-from volmig.storage import migration
+from volmig.volume_service import manager as storage_manager
+from volmig.volume_service import move
 
 SIZE_MB = 4
 
 
-class MigratorTest(test_migration_conductor.ConductorTestBase):
+class MoverTest(test_migration_conductor.ConductorTestBase):
 
     def make_volumes(self):
         self.pools = {name: self.useFixture(fixtures.TempDir()).path
@@ -43,9 +43,9 @@ class MigratorTest(test_migration_conductor.ConductorTestBase):
         self.driver = deployment.driver
         self.bdm = db.bdm_get_by_attachment(self.ctxt, self.src['id'])
         self.driver.spawn({'uuid': self.instance['uuid']}, [self.bdm])
-        self.migrator = migration.Migrator(self.volumes, CONF,
+        self.mover = move.Mover(self.volumes, CONF,
                                            deployment.client())
-        self.addCleanup(self.migrator.stop)
+        self.addCleanup(self.mover.stop)
         self.service = volmig_context.get_service_context()
 
     def volume(self):
@@ -65,7 +65,7 @@ class MigratorTest(test_migration_conductor.ConductorTestBase):
 
     def test_a_move_keeps_every_byte_and_switches_the_guest(self):
         src_path = self.volume()['path']
-        self.migrator.begin(self.service, self.bdm['volume_id'], 'pool-b')
+        self.mover.begin(self.service, self.bdm['volume_id'], 'pool-b')
         moved = self.wait_for('success')
         self.assertEqual('pool-b', moved['pool'])
         self.assertTrue(moved['path'].startswith(self.pools['pool-b']))
@@ -87,7 +87,7 @@ class MigratorTest(test_migration_conductor.ConductorTestBase):
     def test_a_refused_start_leaves_the_volume_whole_on_src(self):
         # The guest is gone from the agent: it refuses the start.
         self.driver.destroy({'uuid': self.instance['uuid']})
-        self.assertRaises(exception.InstanceNotFound, self.migrator.begin,
+        self.assertRaises(exception.InstanceNotFound, self.mover.begin,
                           self.service, self.bdm['volume_id'], 'pool-b')
         volume = self.wait_for('error')
         self.assertEqual(('pool-a', None),
@@ -98,9 +98,9 @@ class MigratorTest(test_migration_conductor.ConductorTestBase):
             self.assertEqual(self.data, src.read())
 
     def test_a_second_move_of_the_same_volume_is_refused(self):
-        self.migrator.begin(self.service, self.bdm['volume_id'], 'pool-b')
+        self.mover.begin(self.service, self.bdm['volume_id'], 'pool-b')
         error = self.assertRaises(
-            exception.MigrationInProgress, self.migrator.begin,
+            exception.MigrationInProgress, self.mover.begin,
             self.service, self.bdm['volume_id'], 'pool-b')
         self.assertIn('already migrating to pool pool-b', error.message)
         self.wait_for('success')

@@ -9,10 +9,10 @@ import oslo_messaging as messaging
 from volmig import exception
 from volmig import rpc
 from volmig.conf import CONF
-from volmig.storage import drain
-from volmig.storage import migration
-from volmig.storage import records
-from volmig.storage import rpcapi
+from volmig.volume_service import drain
+from volmig.volume_service import move
+from volmig.volume_service import records
+from volmig.volume_service import rpcapi
 
 LOG = logging.getLogger(__name__)
 # A volume's data is its guest's: the service and its group (the agents
@@ -76,9 +76,9 @@ class VolumeManager:
     def __init__(self, host: str):
         self.host = host
         self.volumes = FileVolumes()
-        self.migrator = migration.Migrator(self.volumes, CONF)
-        self.drainer = drain.Drainer(self.volumes, self.migrator)
-        self.migrator.on_end = self.drainer.run_once
+        self.mover = move.Mover(self.volumes, CONF)
+        self.drainer = drain.Drainer(self.volumes, self.mover)
+        self.mover.on_end = self.drainer.run_once
 
     # Service plumbing.
 
@@ -87,13 +87,13 @@ class VolumeManager:
             'pools': sorted(CONF.storage.pools)}
 
     def periodic_tasks(self):
-        return [(CONF.report_interval, self.migrator.resume_after_restart),
+        return [(CONF.report_interval, self.mover.resume_after_restart),
                 (CONF.storage.drain_interval, self._queues)]
 
     def _queues(self) -> None:
         # Not before the migrations a restart cut off are taken back.
-        if self.migrator.resumed:
-            self.migrator.start_queued()
+        if self.mover.resumed:
+            self.mover.start_queued()
             self.drainer.run_once()
 
     def init_host(self) -> None:
@@ -101,10 +101,10 @@ class VolumeManager:
             os.makedirs(pool_dir, exist_ok=True)
             os.chmod(pool_dir, POOL_MODE)
         self.volumes.import_file(CONF.storage.state_file)
-        self.migrator.find_interrupted()
+        self.mover.find_interrupted()
 
     def cleanup_host(self) -> None:
-        self.migrator.stop()
+        self.mover.stop()
 
     # Volumes.
 
@@ -119,7 +119,7 @@ class VolumeManager:
         if pool is None:
             raise exception.PoolNotFound(pool='(none configured)')
         volume = self.volumes.create_file_volume(
-            ctxt, size_mb, pool, self.migrator.pool_path(pool), name=name,
+            ctxt, size_mb, pool, self.mover.pool_path(pool), name=name,
             multiattach=multiattach)
         LOG.info('Created volume %s (%d MiB) in pool %s', volume['id'],
                  size_mb, pool)
@@ -141,7 +141,7 @@ class VolumeManager:
     @rpc.endpoint
     def delete_volume(self, ctxt, volume_id):
         volume = self.volumes.get_volume(ctxt, volume_id)
-        if volume.get('migration_status') in migration.UNDER_WAY:
+        if volume.get('migration_status') in move.UNDER_WAY:
             raise exception.MigrationInProgress(
                 what='volume %s' % volume_id, reason='it is migrating')
         volume = self.volumes.delete_volume(ctxt, volume_id)
@@ -150,7 +150,7 @@ class VolumeManager:
 
     @rpc.endpoint
     def migrate_volume(self, ctxt, volume_id, pool, max_bandwidth_mbps=None):
-        return self.migrator.begin(ctxt, volume_id, pool, max_bandwidth_mbps)
+        return self.mover.begin(ctxt, volume_id, pool, max_bandwidth_mbps)
 
     # Pools.
 

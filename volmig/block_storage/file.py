@@ -1,7 +1,7 @@
 """The ``file`` backend: volmig-volume, through its RPC client."""
 
-from volmig.storage import rpcapi
-from volmig.volume import base
+from volmig.block_storage import base
+from volmig.volume_service import rpcapi
 
 
 class FileVolumeAdapter(rpcapi.StorageAPI, base.VolumeAdapter):

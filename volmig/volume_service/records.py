@@ -13,9 +13,9 @@ from oslo_utils import uuidutils
 import sqlalchemy as sa
 
 from volmig import exception
+from volmig.block_storage import base
 from volmig.db import api as db_api
 from volmig.db import models
-from volmig.volume import base
 
 _HIDDEN = ('created_at', 'updated_at')
 
@@ -292,7 +292,7 @@ class VolumeRecords(base.VolumeAdapter):
                         models.Volume.migration_queued_at,
                         models.Volume.id))]
 
-    # Pool drains (volmig.storage.drain).
+    # Pool drains (volmig.volume_service.drain).
 
     def drain_create(self, **values) -> dict:
         with _transaction() as session:

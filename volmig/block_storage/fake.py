@@ -1,11 +1,11 @@
 """A block-storage backend without data, for the fake compute driver.
 
-Its records are volmig-volume's (``volmig.storage.records``), in the
+Its records are volmig-volume's (``volmig.volume_service.records``), in the
 database every service of a deployment shares, so the conductor, the API
 and a test playing the block-storage service see the same volumes.
 """
 
-from volmig.storage import records
+from volmig.volume_service import records
 
 
 class FakeVolumeAdapter(records.VolumeRecords):

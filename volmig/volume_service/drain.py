@@ -15,7 +15,7 @@ A drain is a record. Each pass brings its entries up to date from the
 volumes' own records and begins the next ones its ``max_parallel``
 allows, so a restart of volmig-volume (or of any service) resumes it
 where it stopped: a volume that reached the target pool is done and is
-never copied again, and one cut off mid-copy is resumed by the migrator.
+never copied again, and one cut off mid-copy is resumed by the mover.
 """
 
 import os
@@ -28,8 +28,8 @@ from oslo_utils import uuidutils
 
 from volmig import context as volmig_context
 from volmig import exception
-from volmig.storage import migration
-from volmig.volume import base
+from volmig.block_storage import base
+from volmig.volume_service import move
 
 LOG = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def classify(volume: dict, target: str,
     if volume['migration_source']:
         return 'none', ('it is the destination of the migration of volume '
                         '%s' % volume['migration_source'])
-    if (volume['migration_status'] in migration.UNDER_WAY
+    if (volume['migration_status'] in move.UNDER_WAY
             and volume['migration_pool'] != target):
         return 'none', ('it is migrating to pool %s'
                         % volume['migration_pool'])
@@ -104,9 +104,9 @@ def refresh(entry: dict, volume: dict | None, target: str) -> dict:
     if volume is None:
         entry.update(state=SKIPPED, reason='deleted during the drain')
     elif (volume['pool'] == target
-          and volume['migration_status'] not in migration.UNDER_WAY):
+          and volume['migration_status'] not in move.UNDER_WAY):
         entry['state'] = DONE
-    elif volume['migration_status'] in migration.UNDER_WAY:
+    elif volume['migration_status'] in move.UNDER_WAY:
         entry['state'] = MIGRATING
     elif entry['state'] == MIGRATING:
         entry.update(state=FAILED, reason=volume['migration_error'])
@@ -142,9 +142,9 @@ def progress(drain: dict, volumes: dict[str, dict]) -> dict:
 
 class Drainer:
 
-    def __init__(self, volumes, migrator: migration.Migrator):
+    def __init__(self, volumes, mover: move.Mover):
         self.volumes = volumes
-        self.migrator = migrator
+        self.mover = mover
         # A pass runs on the periodic task and when a migration ends;
         # one at a time, or two could begin past max_parallel.
         self._passing = threading.Lock()
@@ -152,8 +152,8 @@ class Drainer:
     def drain(self, ctxt, pool: str, target: str, max_parallel: int = 1,
               max_bandwidth_mbps: int | None = None,
               dry_run: bool = False) -> dict:
-        self.migrator.pool_path(pool)
-        target_dir = self.migrator.pool_path(target)
+        self.mover.pool_path(pool)
+        target_dir = self.mover.pool_path(target)
         if pool == target:
             raise exception.Invalid(reason='a pool cannot be drained into '
                                     'itself (%s)' % pool)
@@ -250,7 +250,7 @@ class Drainer:
 
     def _begin(self, ctxt, drain: dict, entry: dict, now: float) -> bool:
         try:
-            self.migrator.begin(ctxt, entry['volume_id'],
+            self.mover.begin(ctxt, entry['volume_id'],
                                 drain['target_pool'],
                                 drain['max_bandwidth_mbps'], queue=False)
         except exception.NoCopySlot:
