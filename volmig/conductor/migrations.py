@@ -298,8 +298,7 @@ class MigrationConductor:
                 values['pauses_ms'] = dict(current['pauses_ms'] or {},
                                            **pauses)
             migration = db.migration_update(
-                ctxt, migration_id, values,
-                expected_status=current['status'])
+                ctxt, migration_id, values, expected_status=current['status'])
             if status in states.TERMINAL:
                 self._unlock_instance(ctxt, migration)
         if status in states.TERMINAL:
