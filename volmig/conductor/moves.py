@@ -345,7 +345,8 @@ class MoveConductor:
             self.volume_api.attachment_complete(ctxt, attachment['id'])
             db.bdm_update(ctxt, bdm['id'], {'connection_info': dict(
                 attachment['connection_info'],
-                multiattach=bdm['connection_info'].get('multiattach'))})
+                multiattach=(bdm['connection_info'] or {}).get(
+                    'multiattach'))})
             LOG.warning('Cinder lost the attachment of volume %(volume)s '
                         'to server %(server)s when it completed the '
                         'migration; attached it again as %(attachment)s',

@@ -1,0 +1,98 @@
+"""The end of Cinder's migration of an attached volume, deterministically:
+Cinder 29.0.0's completion sometimes deletes an attachment it has not
+moved onto the volume's id yet (it casts the delete of the old data
+first). The conductor attaches the server again, so that every guest
+still has its attachment. Cinder cannot run in a unit test, so its
+completion is played at the adapter, the boundary."""
+
+from oslo_utils import uuidutils
+
+from tests.unit import test_migration_conductor
+from volmig import states
+from volmig.block_storage import fake
+from volmig.conductor import moves
+from volmig.db import api as db
+from volmig.db import moves as records
+
+
+class Cinder(fake.FakeVolumeAdapter):
+    """Completes as Cinder 29.0.0 does, losing the attachments when told
+    to: the race that the real Cinder loses now and then."""
+
+    def __init__(self, conf=None):
+        self.completions = []
+        self.loses_attachments = False
+
+    def migrate_volume_completion(self, ctxt, volume_id, new_volume_id,
+                                  error):
+        self.completions.append((volume_id, new_volume_id, error))
+        volume = self.get_volume(ctxt, volume_id)
+        if self.loses_attachments:
+            for attachment in volume['attachments']:
+                self.attachment_delete(ctxt, attachment['id'])
+        self.update_volume(volume_id, migration_status='success')
+
+
+class MoveCompletionTest(test_migration_conductor.ConductorTestBase):
+
+    def make_volumes(self):
+        return Cinder()
+
+    def setUp(self):
+        super().setUp()
+        self.bdm = db.bdm_get_by_attachment(self.ctxt, self.src['id'])
+        self.volume_id = self.bdm['volume_id']
+        self.mover = moves.MoveConductor(self.volumes, None, 'c1')
+        # The move is at its last step: every guest on the new data, which
+        # carries the volume's id; the old attachment is gone.
+        move = records.add_request(
+            self.ctxt, self.volume_id, uuidutils.generate_uuid(),
+            uuidutils.generate_uuid(),
+            {'instance_uuid': self.instance['uuid'], 'host': 'h1',
+             'attach_mode': 'rw'}, states.MOVE_REQUESTED)
+        for old, new in ((states.MOVE_REQUESTED, states.MOVE_STARTING),
+                         (states.MOVE_STARTING, states.MOVE_COPYING),
+                         (states.MOVE_COPYING, states.MOVE_COMPLETING),
+                         (states.MOVE_COMPLETING, states.MOVE_RELEASING),
+                         (states.MOVE_RELEASING, states.MOVE_NOTIFYING)):
+            move = records.update(self.ctxt, move['id'], old, status=new)
+        self.move = move
+
+    def attachments(self):
+        return self.volumes.get_volume(self.ctxt,
+                                       self.volume_id)['attachments']
+
+    def test_an_attachment_cinder_lost_is_made_again(self):
+        self.volumes.loses_attachments = True
+        done = self.mover._notifying(self.ctxt, self.move)
+        self.assertEqual(states.MOVE_DONE, done['status'])
+        self.assertEqual([(self.volume_id, self.move['new_volume_id'],
+                           False)], self.volumes.completions)
+        [attachment] = self.attachments()
+        self.assertNotEqual(self.src['id'], attachment['id'])
+        self.assertEqual((self.instance['uuid'], 'attached', 'rw'),
+                         (attachment['instance_uuid'],
+                          attachment['attach_status'],
+                          attachment['attach_mode']))
+        bdm = db.bdm_get_by_attachment(self.ctxt, attachment['id'])
+        self.assertEqual(self.bdm['id'], bdm['id'])
+        self.assertEqual(self.volume_id,
+                         bdm['connection_info']['data']['volume_id'])
+
+    def test_a_resumed_step_neither_calls_nor_attaches_twice(self):
+        self.volumes.loses_attachments = True
+        self.mover._tell_cinder(self.ctxt, self.move, error=False)
+        self.mover._keep_attachments(self.ctxt, self.move)
+        [first] = self.attachments()
+        # The conductor died here and runs the step again.
+        self.mover._notifying(self.ctxt, self.move)
+        self.assertEqual(1, len(self.volumes.completions))
+        self.assertEqual([first['id']],
+                         [a['id'] for a in self.attachments()])
+
+    def test_an_attachment_cinder_kept_is_left_alone(self):
+        self.mover._notifying(self.ctxt, self.move)
+        self.assertEqual([self.src['id']],
+                         [a['id'] for a in self.attachments()])
+        self.assertEqual(self.src['id'], db.bdm_get_by_attachment(
+            self.ctxt, self.src['id'])['attachment_id'])
