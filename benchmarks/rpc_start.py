@@ -19,6 +19,7 @@ from volmig import concurrency  # noqa: I001
 concurrency.init_threading()
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 
@@ -85,15 +86,21 @@ def volmig_round_trips(iterations: int):
         time.sleep(0.05)
     attachment = conductor.instance_get(
         admin, server['uuid'])['block_devices'][0]['attachment_id']
-    starts, cancels = [], []
+    starts, cancels, reads, api_reads = [], [], [], []
     for _ in range(iterations):
         began = time.perf_counter()
         migration = migrations.start(ctxt, attachment)
         starts.append(time.perf_counter() - began)
+        # One hop with one database read, and two hops with the same read:
+        # what a hop costs beyond a bare call.
+        reads.append(timed(functools.partial(
+            conductor.migration_get, admin, migration['id'])))
+        api_reads.append(timed(functools.partial(
+            migrations.get, ctxt, migration['id'])))
         cancels.append(timed(lambda: migrations.cancel(ctxt, attachment)))
         # Not timed: the next start needs this one to have ended.
         migrations.wait_for(ctxt, migration['id'], states.CANCELLED)
-    return starts, cancels
+    return starts, cancels, reads, api_reads
 
 
 def main() -> None:
@@ -118,7 +125,8 @@ def main() -> None:
             services.wait_until_registered()
             ctxt = volmig_context.get_service_context()
             bare = bare_calls(ctxt, args.iterations)
-            starts, cancels = volmig_round_trips(args.iterations)
+            starts, cancels, reads, api_reads = volmig_round_trips(
+                args.iterations)
         rpc.cleanup()
 
     database = db_url.split(':', 1)[0]
@@ -128,6 +136,8 @@ def main() -> None:
     rows = [('bare oslo.messaging call', bare),
             ('volmig start (call)', starts),
             ('volmig cancel (accepted)', cancels),
+            ('conductor migration_get (1 hop)', reads),
+            ('client get (API + conductor)', api_reads),
             ('volmig start + cancel',
              [s + c for s, c in zip(starts, cancels, strict=True)])]
     for label, samples in rows:
