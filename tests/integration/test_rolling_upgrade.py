@@ -6,6 +6,7 @@ current virtualenv with ``PYTHONPATH`` pointing at it: its endpoints
 really are 1.3, not a newer agent announcing an old number.
 """
 
+import configparser
 import os
 import signal
 import subprocess
@@ -34,7 +35,28 @@ def previous_release_tree(into: str) -> str | None:
         return None
     subprocess.run(['tar', '-x', '-C', into], input=archive.stdout,
                    check=True, timeout=120)
+    _install_metadata(into)
     return into
+
+
+def _install_metadata(into: str) -> None:
+    """The previous release's own entry points, as its installed package
+    has them: a process that finds this distribution first on its path
+    loads its plugins (the block-storage adapters, the compute drivers)
+    from their old modules, not from this release's metadata."""
+    setup_cfg = subprocess.run(
+        ['git', '-C', ROOT, 'show', PREVIOUS_RELEASE + ':setup.cfg'],
+        capture_output=True, check=True, timeout=60).stdout.decode()
+    parser = configparser.ConfigParser()
+    parser.read_string(setup_cfg)
+    dist_info = os.path.join(into, 'volmig-0.0.0.dist-info')
+    os.makedirs(dist_info)
+    with open(os.path.join(dist_info, 'METADATA'), 'w') as metadata:
+        metadata.write('Metadata-Version: 2.1\nName: volmig\n'
+                       'Version: 0.0.0\n')
+    with open(os.path.join(dist_info, 'entry_points.txt'), 'w') as points:
+        for group, lines in parser['entry_points'].items():
+            points.write('[%s]\n%s\n\n' % (group, lines.strip()))
 
 
 class PreviousReleaseTestCase(test_qemu_data_path.QemuTestCase):
