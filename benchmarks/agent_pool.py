@@ -23,7 +23,7 @@ def main() -> None:
     CONF.register_cli_opt(cfg.ListOpt('hosts', required=True,
                                       help='Compute host names to serve.'))
     config.parse_args(sys.argv[1:])
-    service.serve(service.ServiceGroup([
+    service.serve(lambda: service.ServiceGroup([
         service.Service(service.COMPUTE, host=host) for host in CONF.hosts]))
 
 

@@ -78,6 +78,18 @@ def requests_served(ports: list[int]) -> dict[str, float]:
     return served
 
 
+def statements_sent(ports: list[int]) -> float:
+    """Database statements sent so far by the processes on ``ports``."""
+    total = 0.0
+    for port in ports:
+        text = requests.get('http://127.0.0.1:%d/metrics' % port,
+                            timeout=30).text
+        for family in prom_parser.text_string_to_metric_families(text):
+            total += sum(sample.value for sample in family.samples
+                         if sample.name == 'volmig_db_statements_total')
+    return total
+
+
 def served_since(before: dict, ports: list[int]) -> dict[str, float]:
     after = requests_served(ports)
     return {method: count - before.get(method, 0)
@@ -130,7 +142,8 @@ def start_agents(services, hosts, per_process, job_seconds, tmp):
                    for host in group):
                 break
             if time.monotonic() > deadline:
-                raise RuntimeError('agents %s did not start' % group)
+                raise RuntimeError('agents %s did not start; the end of '
+                                   'their log:\n%s' % (group, text[-3000:]))
             time.sleep(0.2)
     return [pool for _, pool in pools], ports
 
@@ -268,16 +281,23 @@ def main() -> None:
                 wait_for_agents(hosts)
                 built = servers(args.migrations, args.concurrency)
                 pairs = destinations(built, args.concurrency)
-                bare = bare_rate(args.migrations, args.concurrency)
+                # Ten times as many bare calls as migrations: long enough
+                # for /proc/stat's ticks to measure their CPU.
+                bare_calls = 10 * args.migrations
+                busy_before = machine_busy_seconds()
+                bare = bare_rate(bare_calls, args.concurrency)
+                bare_busy = machine_busy_seconds() - busy_before
                 conductor = services.processes['conductor'].process.pid
                 ports = [conductor_port, api_port] + agent_ports
                 served_before = requests_served(ports)
+                sent_before = statements_sent(ports)
                 cpu_before = cpu_seconds(conductor)
                 busy_before = machine_busy_seconds()
                 seconds = migrate_all(pairs, args.concurrency)
                 cpu = cpu_seconds(conductor) - cpu_before
                 busy = machine_busy_seconds() - busy_before
                 served = served_since(served_before, ports)
+                sent = statements_sent(ports) - sent_before
                 # Then each commit job copies for a while, as QEMU's do.
                 for agent in agents:
                     agent.stop()
@@ -310,6 +330,13 @@ def main() -> None:
     print('machine CPU: %.0f ms per migration, %.1f of %d cores busy'
           % (1000 * busy / args.migrations, busy / seconds,
              os.cpu_count() or 0))
+    # The bare calls ran from as many threads, just before.
+    bare_cpu = bare_busy / bare_calls
+    print('machine CPU per bare call: %.1f ms; a migration costs %.1f bare '
+          'calls of CPU (goal <= 12)'
+          % (1000 * bare_cpu, busy / args.migrations / bare_cpu))
+    print('database statements per migration: %.1f' % (
+        sent / args.migrations))
     # Requests the services answered, heartbeats and periodic tasks
     # included; each is at least a round trip through the broker.
     per_migration = sum(served.values()) / args.migrations

@@ -8,6 +8,7 @@ come from the conductor at scrape time, for the whole cloud, on the API's
 
 import prometheus_client
 from prometheus_client import core
+import sqlalchemy
 
 from volmig import context as volmig_context
 
@@ -26,6 +27,20 @@ RPC_REQUESTS = prometheus_client.Counter(
 RPC_ERRORS = prometheus_client.Counter(
     'volmig_rpc_errors', 'Errors answered by RPC endpoints.',
     ['method', 'error'])
+DB_STATEMENTS = prometheus_client.Counter(
+    'volmig_db_statements', 'Statements sent to the database, transaction '
+    'control (BEGIN, COMMIT) excluded.')
+_CONTROL = ('BEGIN', 'COMMIT', 'ROLLBACK', 'SAVEPOINT', 'RELEASE')
+
+
+def count_statements(engine) -> None:
+    """Count what ``engine`` sends (each statement is a round trip to the
+    database server): the cost of an operation in the database's terms."""
+    @sqlalchemy.event.listens_for(engine, 'before_cursor_execute')
+    def _count(connection, cursor, statement, parameters, context,
+               executemany):
+        if not statement.lstrip()[:9].upper().startswith(_CONTROL):
+            DB_STATEMENTS.inc()
 
 
 def observe_pauses(pauses: dict | None) -> None:

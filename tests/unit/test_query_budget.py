@@ -13,6 +13,7 @@ import re
 import sqlalchemy as sa
 
 from tests.unit import test_migration_conductor
+from volmig import metrics
 from volmig.db import api as db
 
 BLOCK_STORAGE = re.compile(r'\bFROM (volumes|volume_attachments)\b')
@@ -23,19 +24,21 @@ class QueryBudgetTest(test_migration_conductor.ConductorTestBase):
 
     def setUp(self):
         super().setUp()
-        self.statements = []
+        self.statements, self.sent = [], []
         engine = db.get_engine()
         sa.event.listen(engine, 'before_cursor_execute', self._seen)
         self.addCleanup(sa.event.remove, engine, 'before_cursor_execute',
                         self._seen)
 
     def _seen(self, conn, cursor, statement, params, context, many):
-        if not (statement.lstrip().upper().startswith(CONTROL)
-                or BLOCK_STORAGE.search(statement)):
+        if statement.lstrip().upper().startswith(CONTROL):
+            return
+        self.sent.append(statement)
+        if not BLOCK_STORAGE.search(statement):
             self.statements.append(statement)
 
     def counted(self, call):
-        del self.statements[:]
+        del self.statements[:], self.sent[:]
         result = call()
         return result, list(self.statements)
 
@@ -61,3 +64,12 @@ class QueryBudgetTest(test_migration_conductor.ConductorTestBase):
         # The update returned the row: nothing is read after it.
         self.assertTrue(statements[-1].lstrip().upper().startswith(
             'UPDATE'), statements[-1])
+
+    def test_the_metric_counts_what_the_database_is_sent(self):
+        before = metrics.DB_STATEMENTS._value.get()
+        self.counted(lambda: self.conductor.begin(
+            self.ctxt, self.src['id'], starting=True))
+        # The block-storage reads count too: the metric is the process's.
+        self.assertGreater(len(self.sent), len(self.statements))
+        self.assertEqual(len(self.sent),
+                         metrics.DB_STATEMENTS._value.get() - before)

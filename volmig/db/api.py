@@ -9,6 +9,7 @@ from oslo_utils import timeutils
 import sqlalchemy as sa
 
 from volmig import exception
+from volmig import metrics
 from volmig import states
 from volmig.db import models
 
@@ -21,6 +22,7 @@ def configure(connection: str) -> None:
     _CONTEXT = enginefacade.transaction_context()
     _CONTEXT.configure(connection=connection, sqlite_fk=True)
     _CONTEXT.append_on_engine_create(_serialize_sqlite_transactions)
+    _CONTEXT.append_on_engine_create(metrics.count_statements)
 
 
 def _serialize_sqlite_transactions(engine) -> None:
