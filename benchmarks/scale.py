@@ -63,31 +63,32 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
-def requests_served(ports: list[int]) -> dict[str, float]:
-    """RPC requests served so far by method, summed over the processes
-    whose metrics are on ``ports``."""
-    served: dict[str, float] = {}
+def _samples(ports: list[int], name: str):
+    """Each sample of metric ``name`` that the processes on ``ports``
+    expose now."""
     for port in ports:
         text = requests.get('http://127.0.0.1:%d/metrics' % port,
                             timeout=30).text
         for family in prom_parser.text_string_to_metric_families(text):
             for sample in family.samples:
-                if sample.name == 'volmig_rpc_requests_total':
-                    method = sample.labels['method']
-                    served[method] = served.get(method, 0) + sample.value
+                if sample.name == name:
+                    yield sample
+
+
+def requests_served(ports: list[int]) -> dict[str, float]:
+    """RPC requests served so far by method, summed over the processes
+    whose metrics are on ``ports``."""
+    served: dict[str, float] = {}
+    for sample in _samples(ports, 'volmig_rpc_requests_total'):
+        method = sample.labels['method']
+        served[method] = served.get(method, 0) + sample.value
     return served
 
 
 def statements_sent(ports: list[int]) -> float:
     """Database statements sent so far by the processes on ``ports``."""
-    total = 0.0
-    for port in ports:
-        text = requests.get('http://127.0.0.1:%d/metrics' % port,
-                            timeout=30).text
-        for family in prom_parser.text_string_to_metric_families(text):
-            total += sum(sample.value for sample in family.samples
-                         if sample.name == 'volmig_db_statements_total')
-    return total
+    return sum(sample.value for sample in
+               _samples(ports, 'volmig_db_statements_total'))
 
 
 def served_since(before: dict, ports: list[int]) -> dict[str, float]:

@@ -114,7 +114,7 @@ class MigrationQueue:
 
     def _try_start(self, ctxt, migration: dict) -> None:
         # The agent announces whether it answers with a result.
-        owner = self.compute_api.can_send_version(
+        answers = self.compute_api.can_send_version(
             compute_rpcapi.OWNER_VERSION)
         service = db.service_get(ctxt, compute_rpcapi.BINARY,
                                  migration['host'])
@@ -128,7 +128,7 @@ class MigrationQueue:
                 return
             # This conductor owns the start while it waits on the agent.
             values = ({'status': states.STARTING, 'owner': owners.identity(
-                conductor_rpcapi.BINARY, self.host)} if owner
+                conductor_rpcapi.BINARY, self.host)} if answers
                 else {'status': states.ACCEPTED})
             try:
                 migration = db.migration_update(
