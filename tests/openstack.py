@@ -94,6 +94,16 @@ class Processes(fixtures.Fixture):
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
 
+    def freeze(self, name: str) -> None:
+        """SIGSTOP a process and its workers where they are."""
+        self._signal(self.processes[name], signal.SIGSTOP)
+
+    def kill(self, name: str) -> None:
+        """SIGKILL a process and the workers it forked, as a crash."""
+        process = self.processes[name]
+        self._signal(process, signal.SIGKILL)
+        process.wait(timeout=30)
+
     def start(self, name: str):
         """Start a stopped process again, as it first ran."""
         argv, log_dir, kwargs = self._commands[name]

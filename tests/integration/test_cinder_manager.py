@@ -142,3 +142,57 @@ class CinderManagerTest(cinder_base.CinderTestCase):
         self.wait_for_acks(server, data['id'], written + 10)
         self.stop(server)
         self.assert_acked_on(old_file, self.acks(server, data['id']))
+
+    def test_cinder_volume_killed_mid_copy_sends_the_guest_back(self):
+        # nfs-d holds this much; nfs-c takes it in a copy long enough to
+        # be caught in.
+        data = self.filled_volume(120, 'nfs-d')
+        server = self.boot([data])
+        self.wait_for_acks(server, data['id'], 10)
+        old_file = self.cinder.volume_file(self.cinder.volume(data['id']))
+        before = sorted(os.listdir(self.cinder.exports['nfs-c']))
+        self.retype(data['id'], 'nfs-c')
+
+        def started():
+            found = self.client.list(self.ctxt, volume_id=data['id'])
+            return found and found[0]['status'] != states.STARTING and found
+        [migration] = self.wait_until(
+            started, timeout=120, what='volmig to start the attachment')
+        # Frozen as soon as the guest is on its overlay, mid-copy, then
+        # killed: the sequence in that cinder-volume is gone.
+        self.cinder.freeze('cinder-volume-volmig')
+        self.assertEqual(states.STARTED, self.client.get(
+            self.ctxt, migration['id'])['status'])
+        self.cinder.kill('cinder-volume-volmig')
+        written = len(self.acks(server, data['id']))
+        self.wait_for_acks(server, data['id'], written + 10)
+
+        self.cinder.start_volmig_volume(self.vhost.url)
+        self.client.wait_for(self.ctxt, migration['id'], states.CANCELLED,
+                             timeout=120)
+        volume = self.wait_cinder_migrated(data['id'])
+        self.assertEqual(('error', 'in-use', 'nfs-d'),
+                         (volume['migration_status'], volume['status'],
+                          volume['volume_type']))
+        self.assertIn('cinder-volume stopped while it migrated',
+                      self.manager_log())
+        self.wait_until(lambda: sorted(os.listdir(
+            self.cinder.exports['nfs-c'])) == before, timeout=60,
+            what='the new volume to go')
+        self.assert_attached_as_volmig_maps(data['id'], [server], 'rw')
+        self.assertTrue(self.holds(server, old_file))
+        written = len(self.acks(server, data['id']))
+        self.wait_for_acks(server, data['id'], written + 10)
+        self.stop(server)
+        self.assert_acked_on(old_file, self.acks(server, data['id']))
+        # The volume fills most of nfs-d's small share, and Cinder's
+        # scheduler would send no later test's volume there: it goes.
+        code, body = self.rest('DELETE', '/servers/%s' % server)
+        self.assertEqual(204, code, body)
+        self.wait_until(lambda: self.cinder.volume(data['id'])['status']
+                        == 'available', timeout=60,
+                        what='volume %s to be available' % data['id'])
+        answer = self.cinder.request('DELETE', '/volumes/%s' % data['id'])
+        self.assertEqual(202, answer.status_code, answer.text)
+        self.wait_until(lambda: not os.path.exists(old_file), timeout=60,
+                        what='Cinder to delete volume %s' % data['id'])

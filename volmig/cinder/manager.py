@@ -36,8 +36,10 @@ volume without attachments, and on ``delete_volume`` taking the
 ``<volume id>-delete_volume`` lock of Cinder's coordinator.
 """
 
+import threading
 import time
 
+from cinder import context
 from cinder import coordination
 from cinder import exception as cinder_exception
 from cinder import objects
@@ -78,6 +80,34 @@ class VolumeManager(manager.VolumeManager):
             self._client = client.MigrationClient(
                 conf=CONF, url=CONF.volmig.transport_url)
         return self._client
+
+    def init_host(self, *args, **kwargs):
+        super().init_host(*args, **kwargs)
+        # Off the start-up path: volmig may not answer yet, and Cinder
+        # must serve meanwhile.
+        threading.Thread(target=self._settle_interrupted, daemon=True,
+                         name='volmig-settle').start()
+
+    def _settle_interrupted(self) -> None:
+        """The attached volumes this backend was migrating when its
+        process stopped: their sequence lived in that process.
+
+        Before the completion, every guest goes back to the old volume,
+        the new one is deleted, and the migration ends in error, as a
+        failed copy ends. From the completion on a guest may be on the
+        new volume, so both are kept and the error names the migrations
+        an operator recovers.
+        """
+        ctxt = context.get_admin_context()
+        for volume in objects.VolumeList.get_all_by_host(ctxt, self.host):
+            if not (volume.volume_attachment and volume.migration_status
+                    in ('migrating', 'completing')):
+                continue
+            try:
+                Move(self._volmig(), self, ctxt, volume).settle(volume)
+            except Exception:
+                LOG.exception('Could not settle the interrupted migration '
+                              'of volume %s', volume.id)
 
     def _migrate_volume_generic(self, ctxt, volume, backend,
                                 new_type_id) -> None:
@@ -157,6 +187,38 @@ class Move:
         self.modes = {attachment.id: attachment.attach_mode or 'rw'
                       for attachment in volume.volume_attachment}
         self.migrations: list[dict] = []
+
+    def settle(self, volume) -> None:
+        """End a migration that a stopped cinder-volume left under way."""
+        self.migrations = []
+        for attachment_id in sorted(self.modes):
+            try:
+                migration = self.volmig.get(self.service, attachment_id)
+            except exception.MigrationNotFound:
+                continue  # stopped before volmig started it
+            if migration['status'] not in states.TERMINAL:
+                self.migrations.append(migration)
+        targets = objects.VolumeList.get_all(self.ctxt, filters={
+            'migration_status': 'target:%s' % volume.id})
+        if volume.migration_status == 'migrating':
+            self.cancel()
+            for target in targets:
+                self.manager._clean_temporary_volume(self.ctxt, volume,
+                                                     target)
+            reason = 'every guest went back to it'
+        else:
+            reason = ('a guest may be on volume(s) %s: recover volmig '
+                      'migration(s) %s (volmig-manage migration recover)'
+                      % (', '.join(t.id for t in targets) or '-',
+                         ', '.join(m['id'] for m in self.migrations)
+                         or '-'))
+        volume.migration_status = 'error'
+        if volume.status == 'retyping':
+            volume.status = 'in-use'
+        volume.save()
+        LOG.warning('cinder-volume stopped while it migrated attached '
+                    'volume %(id)s; %(reason)s',
+                    {'id': volume.id, 'reason': reason})
 
     def start(self) -> None:
         """Each attachment onto its overlay, or none."""
