@@ -7,10 +7,15 @@ side by side:
 * volmig: ``MigrationClient.start`` and ``cancel`` through separate
   volmig-api, volmig-conductor and volmig-compute (fake driver) processes.
 
+* the same shape bare: the client calls a relay process, which makes
+  three calls to an echo process in turn, as volmig-api calls the
+  conductor, the agent and the conductor again. Both are plain
+  oslo.messaging servers with an endpoint that does nothing.
+
 It prints p50 and p99 of each, and the ratio of start to the bare call.
 A start is four round trips (client to API, API to conductor's begin, API
-to agent, API to conductor's started), so 4x is its floor; the goal is
-5x, which leaves one bare call for all the work the services do.
+to agent, API to conductor's started); the bare four-hop chain is what
+that shape costs with no work in it.
 """
 
 # The backend must be chosen before oslo.messaging is imported.
@@ -20,7 +25,11 @@ concurrency.init_threading()
 
 import argparse  # noqa: E402
 import functools  # noqa: E402
+import signal  # noqa: E402
 import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 
 import fixtures  # noqa: E402
@@ -44,6 +53,57 @@ class Echo:
 
     def echo(self, ctxt, value):
         return value
+
+
+class Relay:
+    """Calls the echo process ``hops`` times, one after the other."""
+    target = messaging.Target(version='1.0')
+
+    def __init__(self):
+        self.echo = rpc.get_client('volmig-bench-echo', '1.0').prepare(
+            server='echo')
+
+    def relay(self, ctxt, hops):
+        for _ in range(hops):
+            self.echo.call(ctxt, 'echo', value='x')
+        return hops
+
+
+def serve(kind: str, url: str) -> None:
+    """An echo or relay server in a process of its own, until SIGTERM."""
+    config.parse_args([], default_config_files=[], setup_logging=False)
+    CONF.set_override('transport_url', url)
+    rpc.init()
+    endpoint = Echo() if kind == 'echo' else Relay()
+    server = rpc.get_server('volmig-bench-%s' % kind, kind, [endpoint])
+    server.start()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    print('serving', flush=True)
+    stop.wait()
+    server.stop()
+    server.wait()
+
+
+def chain_calls(ctxt, url: str, iterations: int) -> list[float]:
+    """Client, relay and echo in three processes: volmig's start shape."""
+    processes = [subprocess.Popen(
+        [sys.executable, '-m', 'benchmarks.rpc_start', '--serve', kind,
+         '--url', url], stdout=subprocess.PIPE, text=True)
+        for kind in ('echo', 'relay')]
+    try:
+        for process in processes:
+            process.stdout.readline()
+        relay = rpc.get_client('volmig-bench-relay', '1.0',
+                               timeout=60).prepare(server='relay')
+        for _ in range(10):
+            relay.call(ctxt, 'relay', hops=3)
+        return [timed(lambda: relay.call(ctxt, 'relay', hops=3))
+                for _ in range(iterations)]
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(timeout=30)
 
 
 def percentiles(samples: list[float]) -> tuple[float, float]:
@@ -108,7 +168,12 @@ def main() -> None:
     parser.add_argument('--iterations', type=int, default=200)
     parser.add_argument('--db-url', help='database of the conductor '
                         '(default: SQLite in a temporary directory)')
+    parser.add_argument('--serve', choices=('echo', 'relay'),
+                        help=argparse.SUPPRESS)
+    parser.add_argument('--url', help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve:
+        return serve(args.serve, args.url)
 
     with fixtures.TempDir() as tmp, cluster.VhostFixture() as vhost:
         db_url = args.db_url or 'sqlite:///%s/volmig.sqlite' % tmp.path
@@ -125,6 +190,7 @@ def main() -> None:
             services.wait_until_registered()
             ctxt = volmig_context.get_service_context()
             bare = bare_calls(ctxt, args.iterations)
+            chain = chain_calls(ctxt, vhost.url, args.iterations)
             starts, cancels, reads, api_reads = volmig_round_trips(
                 args.iterations)
         rpc.cleanup()
@@ -134,6 +200,7 @@ def main() -> None:
           % (args.iterations, database))
     print('%-34s %9s %9s' % ('', 'p50 ms', 'p99 ms'))
     rows = [('bare oslo.messaging call', bare),
+            ('bare 4-hop chain, 3 processes', chain),
             ('volmig start (call)', starts),
             ('volmig cancel (accepted)', cancels),
             ('conductor migration_get (1 hop)', reads),
@@ -144,6 +211,9 @@ def main() -> None:
         print('%-34s %9.2f %9.2f' % ((label,) + percentiles(samples)))
     bare_p50, _ = percentiles(bare)
     start_p50, _ = percentiles(starts)
+    chain_p50, _ = percentiles(chain)
+    print('bare 4-hop chain p50 / bare call p50: %.1fx (the shape alone)'
+          % (chain_p50 / bare_p50))
     print('start p50 / bare call p50: %.1fx (goal <= 5x)'
           % (start_p50 / bare_p50))
 
