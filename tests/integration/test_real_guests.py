@@ -19,7 +19,9 @@ from volmig import states
 from volmig.compute.drivers.qemu import guest as qemu_guest
 
 
-class LiveMigrationTest(RealGuestTestCase):
+class LiveDataPath:
+    """The live migration, its cancel and the legacy swap under the
+    in-guest writer: run on every compute driver."""
 
     def test_live_complete_keeps_every_acknowledged_write(self):
         vol = self.volume()
@@ -83,6 +85,9 @@ class LiveMigrationTest(RealGuestTestCase):
         self.stop(server)
         self.assert_acked_on(self.path(new['id']),
                              self.acks(server, old['id']))
+
+
+class LiveMigrationTest(LiveDataPath, RealGuestTestCase):
 
     def test_boot_volume_migrates_live_and_boots_again(self):
         # As a cloud boots: the firmware reads the volume at boot_index 0

@@ -13,6 +13,7 @@ from volmig.conf import conductor
 from volmig.conf import database
 from volmig.conf import default
 from volmig.conf import fake_driver
+from volmig.conf import libvirt
 from volmig.conf import metrics
 from volmig.conf import qemu
 from volmig.conf import storage
@@ -22,7 +23,7 @@ from volmig.conf import volume
 CONF = cfg.CONF
 
 MODULES = (default, api, cinder, compute, conductor, database, fake_driver,
-           metrics, qemu, storage, upgrade_levels, volume)
+           libvirt, metrics, qemu, storage, upgrade_levels, volume)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

@@ -9,9 +9,10 @@ compute_opts = [
     # "migrate" volumes without moving a byte.
     cfg.StrOpt('driver',
                help='Compute driver, a volmig.compute.drivers entry point: '
-                    '"qemu", or "fake" (guests in memory, no data path; '
-                    'for tests only). Required: the agent refuses to start '
-                    'without it.'),
+                    '"qemu" (QEMU processes the agent starts itself), '
+                    '"libvirt" (libvirt domains), or "fake" (guests in '
+                    'memory, no data path; for tests only). Required: the '
+                    'agent refuses to start without it.'),
     # Not "$state_path/compute": inside [compute] that names this option.
     cfg.StrOpt('state_path', sample_default='<[DEFAULT] state_path>/compute',
                help='Where the agent keeps guest sockets and job journals.'),

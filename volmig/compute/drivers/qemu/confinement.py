@@ -51,10 +51,11 @@ def can_switch_users() -> bool:
     return False
 
 
-def pick_uid(conf, taken: set) -> int | None:
+def pick_uid(conf, taken: set, by_agent: bool = True) -> int | None:
     """The first free uid of the guests' range; None where QEMU runs as
-    the agent's own user."""
-    if not can_switch_users():
+    the agent's own user. ``by_agent``: the agent starts QEMU itself,
+    and can only where it may switch users."""
+    if by_agent and not can_switch_users():
         return None
     start = conf.qemu.guest_uid_start
     for uid in range(start, start + conf.qemu.guest_uid_count):

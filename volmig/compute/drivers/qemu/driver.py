@@ -9,7 +9,6 @@ guest's QEMU may do in ``confinement``.
 import functools
 import os
 import shutil
-import subprocess  # nosec B404
 import threading
 
 from oslo_log import log as logging
@@ -18,6 +17,7 @@ from volmig import exception
 from volmig import states
 from volmig.compute import volumes
 from volmig.compute.drivers import base
+from volmig.compute.drivers import qemu_img
 from volmig.compute.drivers.qemu import confinement
 from volmig.compute.drivers.qemu import guest as guest_mod
 from volmig.compute.drivers.qemu import images
@@ -244,9 +244,4 @@ class QemuDriver(overlay.OverlayMigration, swap.LegacySwap,
     # qemu-img, for guests that are off.
 
     def _img(self, *args: str) -> None:
-        result = subprocess.run(  # nosec B603
-            [self.conf.qemu.img_binary, *args], capture_output=True,
-            text=True, check=False, env=confinement.ENVIRONMENT)
-        if result.returncode:
-            raise exception.DriverError(action='run qemu-img %s' % args[0],
-                                        reason=result.stderr.strip())
+        qemu_img.run(self.conf, *args)

@@ -1,0 +1,1 @@
+"""The libvirt compute driver."""

@@ -1,0 +1,178 @@
+"""One guest of the libvirt driver: its record and its domain XML.
+
+The agent keeps each guest's record in ``guest.json`` in the guest's
+directory under the agent's state path, beside the serial console's log
+and the overlays of its disks, as the qemu driver does. The domain is
+transient: libvirt runs it, and the agent defines it again from the
+record at each start. libvirt's live XML and block jobs say where each
+disk is now; the record says what the agent asked for.
+"""
+
+import json
+import os
+import shutil
+import threading
+from xml.etree import ElementTree  # nosec B405 -- libvirt's own XML
+
+from volmig import atomic_file
+from volmig.compute.drivers.qemu import guest as qemu_guest
+
+PREFIX = 'volmig-'
+# Others may pass through, not list: each file keeps its own mode.
+SEARCHABLE = 0o711
+
+
+def name(uuid: str) -> str:
+    return PREFIX + uuid
+
+
+class Guest:
+    """A guest's record: ``{image_ref, uid, disks: {volume_id: disk}}``.
+
+    A disk is ``{volume_id, attachment_id, attach_mode, multiattach,
+    boot_index, target, path, overlay}``; ``overlay`` is the qcow2 file
+    on top of ``path`` while a live migration holds the guest's writes.
+    """
+
+    def __init__(self, directory: str, uuid: str):
+        self.directory = directory
+        self.uuid = uuid
+        self.lock = threading.RLock()
+        self.record: dict = {'disks': {}}
+
+    @property
+    def disks(self) -> dict:
+        return self.record['disks']
+
+    def path(self, filename: str) -> str:
+        return os.path.join(self.directory, filename)
+
+    def load(self) -> 'Guest':
+        with open(self.path('guest.json')) as handle:
+            self.record = json.load(handle)
+        return self
+
+    def save(self) -> None:
+        os.makedirs(self.directory, exist_ok=True)
+        # The guest's QEMU, a user of its own, opens its overlays here.
+        os.chmod(self.directory, SEARCHABLE)
+        atomic_file.write_json(self.path('guest.json'), self.record)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def console_output(self, length: int | None) -> str:
+        try:
+            with open(self.path('console.log'), 'rb') as handle:
+                text = handle.read().decode('utf-8', 'replace')
+        except FileNotFoundError:
+            return ''
+        lines = text.splitlines(keepends=True)
+        return ''.join(lines if length is None else lines[-length:]
+                       if length else [])
+
+
+def free_target(disks) -> str:
+    """The first virtio name none of ``disks`` has."""
+    taken = {disk['target'] for disk in disks}
+    return next('vd' + chr(ord('a') + index) for index in range(26)
+                if 'vd' + chr(ord('a') + index) not in taken)
+
+
+def disk_xml(disk: dict, direct_io: bool) -> str:
+    return ElementTree.tostring(disk_element(disk, direct_io),
+                                encoding='unicode')
+
+
+def disk_element(disk: dict, direct_io: bool) -> ElementTree.Element:
+    """The ``<disk>`` of a volume, on top of its overlay if it has one."""
+    root = ElementTree.Element('disk', type='file', device='disk')
+    source_file = disk.get('overlay') or disk['path']
+    driver = {'name': 'qemu',
+              'type': 'qcow2' if disk.get('overlay') else 'raw'}
+    # O_DIRECT, as the qemu driver opens volumes: dirty page cache would
+    # lengthen the pause of the switch-over.
+    driver.update({'cache': 'none', 'io': 'native'} if direct_io
+                  else {'cache': 'writethrough'})
+    ElementTree.SubElement(root, 'driver', driver)
+    ElementTree.SubElement(root, 'source', file=source_file)
+    if disk.get('overlay'):
+        backing = ElementTree.SubElement(root, 'backingStore', type='file')
+        ElementTree.SubElement(backing, 'format', type='raw')
+        ElementTree.SubElement(backing, 'source', file=disk['path'])
+    ElementTree.SubElement(root, 'target', dev=disk['target'], bus='virtio')
+    ElementTree.SubElement(root, 'serial').text = qemu_guest.serial(
+        disk['volume_id'])
+    if disk['attach_mode'] == 'ro':
+        ElementTree.SubElement(root, 'readonly')
+    if disk.get('multiattach'):
+        # Other writers are allowed only on a multiattach volume.
+        ElementTree.SubElement(root, 'shareable')
+    if disk.get('boot_index') == 0:
+        ElementTree.SubElement(root, 'boot', order='1')
+    return root
+
+
+def domain_xml(guest: Guest, conf, accel: str, image: dict | None) -> str:
+    root = ElementTree.Element('domain', type='kvm' if accel == 'kvm'
+                               else 'qemu')
+    ElementTree.SubElement(root, 'name').text = name(guest.uuid)
+    ElementTree.SubElement(root, 'uuid').text = guest.uuid
+    ElementTree.SubElement(root, 'memory', unit='MiB').text = str(
+        conf.qemu.memory_mb)
+    ElementTree.SubElement(root, 'vcpu').text = '1'
+    os_ = ElementTree.SubElement(root, 'os')
+    ElementTree.SubElement(os_, 'type', arch='x86_64',
+                           machine='q35').text = 'hvm'
+    if image and image.get('kernel'):
+        ElementTree.SubElement(os_, 'kernel').text = image['kernel']
+        if image.get('initrd'):
+            ElementTree.SubElement(os_, 'initrd').text = image['initrd']
+        ElementTree.SubElement(os_, 'cmdline').text = image.get(
+            'cmdline') or ''
+    features = ElementTree.SubElement(root, 'features')
+    ElementTree.SubElement(features, 'acpi')
+    if guest.record.get('uid') is not None:
+        # QEMU runs as a user of its own, and libvirt gives it the
+        # guest's files for as long as it uses them (dynamic_ownership).
+        label = ElementTree.SubElement(root, 'seclabel', type='static',
+                                       model='dac', relabel='yes')
+        ElementTree.SubElement(label, 'label').text = '+%d:+%d' % (
+            guest.record['uid'], guest.record['uid'])
+    devices = ElementTree.SubElement(root, 'devices')
+    ElementTree.SubElement(devices, 'emulator').text = (
+        shutil.which(conf.qemu.binary) or conf.qemu.binary)
+    ElementTree.SubElement(devices, 'controller', type='usb', model='none')
+    ElementTree.SubElement(devices, 'controller', type='pci', index='0',
+                           model='pcie-root')
+    # Empty root ports: where volumes are hot-plugged.
+    for index in range(conf.qemu.max_disks):
+        ElementTree.SubElement(devices, 'controller', type='pci',
+                               index=str(index + 1), model='pcie-root-port')
+    for disk in sorted(guest.disks.values(), key=lambda d: d['target']):
+        devices.append(disk_element(disk, conf.qemu.direct_io))
+    serial = ElementTree.SubElement(devices, 'serial', type='file')
+    ElementTree.SubElement(serial, 'source', path=guest.path('console.log'),
+                           append='on')
+    ElementTree.SubElement(serial, 'target', port='0')
+    ElementTree.SubElement(devices, 'memballoon', model='none')
+    return ElementTree.tostring(root, encoding='unicode')
+
+
+def live_disk(xml: str, target: str) -> dict | None:
+    """Where a disk of the running domain is: ``{source, backing}``
+    (``backing`` None for a single file), or None if it has no such
+    disk."""
+    # libvirtd's own answer, not outside input.
+    root = ElementTree.fromstring(xml)  # noqa: S314  # nosec B314
+    for disk in root.iter('disk'):
+        found = disk.find('target')
+        if found is None or found.get('dev') != target:
+            continue
+        source = disk.find('source')
+        backing = disk.find('backingStore/source')
+        return {'source': source.get('file') if source is not None
+                else None,
+                'backing': backing.get('file') if backing is not None
+                else None}
+    return None

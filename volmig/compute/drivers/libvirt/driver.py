@@ -1,0 +1,351 @@
+"""The libvirt driver: guests as libvirt domains of QEMU, on the
+hypervisor manager that operators already run, monitor and debug with
+``virsh``.
+
+This module is the guests' life (build, power, attach and detach); the
+live migration and the legacy swap are in ``migration``. Both run QEMU
+as the qemu driver does: the same ``[qemu]`` settings (accelerator,
+memory, disk ports, O_DIRECT, images), and each guest's QEMU as a user of
+its own, which libvirt gives the guest's files while it uses them.
+"""
+
+import os
+import threading
+import time
+
+import libvirt
+from oslo_log import log as logging
+
+from volmig import exception
+from volmig import states
+from volmig.compute import volumes
+from volmig.compute.drivers import base
+from volmig.compute.drivers.libvirt import domain
+from volmig.compute.drivers.libvirt import migration
+from volmig.compute.drivers.qemu import confinement
+from volmig.compute.drivers.qemu import guest as qemu_guest
+from volmig.compute.drivers.qemu import images
+from volmig.conf import compute as compute_conf
+
+LOG = logging.getLogger(__name__)
+
+# Seconds between looks at a domain that is shutting down or releasing a
+# disk.
+POLL_INTERVAL = 0.1
+
+_EVENTS: threading.Thread | None = None
+_EVENTS_LOCK = threading.Lock()
+
+
+def _run_events() -> None:
+    while True:
+        libvirt.virEventRunDefaultImpl()
+
+
+def _start_events() -> None:
+    """libvirt's event loop, once per process, before any connection."""
+    global _EVENTS
+    with _EVENTS_LOCK:
+        if _EVENTS is None:
+            # Errors reach the driver as exceptions; libvirt's default
+            # handler would also print each to stderr.
+            libvirt.registerErrorHandler(lambda *_: None, None)
+            libvirt.virEventRegisterDefaultImpl()
+            _EVENTS = threading.Thread(target=_run_events, daemon=True,
+                                       name='libvirt-events')
+            _EVENTS.start()
+
+
+def failed(action: str, exc: libvirt.libvirtError) -> exception.DriverError:
+    return exception.DriverError(action=action,
+                                 reason=exc.get_error_message())
+
+
+class LibvirtDriver(migration.LiveMigration, base.ComputeDriver):
+
+    def __init__(self, conf):
+        super().__init__(conf)
+        self._guests_dir = os.path.join(compute_conf.state_path(conf),
+                                        'guests')
+        self.images = images.ImageStore(conf.qemu.image_dir)
+        self.volumes = volumes.VolumeConnector(conf)
+        self._guests: dict[str, domain.Guest] = {}
+        self._connection: libvirt.virConnect | None = None
+        self._connecting = threading.Lock()
+        self._users = threading.Lock()
+
+    @property
+    def capabilities(self):
+        return {base.LIVE_VOLUME_MIGRATION: True, base.MULTIATTACH: True,
+                base.READONLY_ATTACH: True}
+
+    # libvirt.
+
+    def connection(self) -> libvirt.virConnect:
+        """libvirtd, connected again after it restarted."""
+        with self._connecting:
+            if self._connection is None or not self._connection.isAlive():
+                _start_events()
+                try:
+                    connection = libvirt.open(self.conf.libvirt.uri)
+                except libvirt.libvirtError as exc:
+                    raise failed('connect to %s' % self.conf.libvirt.uri,
+                                 exc)
+                connection.domainEventRegisterAny(
+                    None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE,
+                    self._lifecycle, None)
+                self._connection = connection
+            return self._connection
+
+    def live_domain(self, guest: domain.Guest) -> libvirt.virDomain | None:
+        """The guest's running domain, or None."""
+        try:
+            found = self.connection().lookupByUUIDString(guest.uuid)
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+                return None
+            raise failed('look up guest %s' % guest.uuid, exc)
+        return found if found.isActive() else None
+
+    def is_running(self, guest: domain.Guest) -> bool:
+        return self.live_domain(guest) is not None
+
+    def _lifecycle(self, connection, dom, event, detail, opaque) -> None:
+        # A destroy is the agent's own doing, recorded by whoever sent it.
+        if (event != libvirt.VIR_DOMAIN_EVENT_STOPPED
+                or detail == libvirt.VIR_DOMAIN_EVENT_STOPPED_DESTROYED
+                or self.power_listener is None):
+            return
+        uuid = dom.UUIDString()
+        if uuid in self._guests:
+            # Not on libvirt's event thread: the listener makes RPC calls.
+            threading.Thread(target=self._report_off, args=(uuid,),
+                             name='shutdown-%s' % uuid, daemon=True).start()
+
+    def _report_off(self, uuid: str) -> None:
+        listener = self.power_listener
+        if listener is None:
+            return
+        try:
+            listener(uuid)
+        except Exception:
+            # The periodic sync records it later.
+            LOG.exception('Recording that guest %s powered off failed', uuid)
+
+    # Agent start and stop.
+
+    def init_host(self, host):
+        os.makedirs(self._guests_dir, exist_ok=True)
+        os.chmod(self._guests_dir, domain.SEARCHABLE)
+        for uuid in sorted(os.listdir(self._guests_dir)):
+            guest = domain.Guest(os.path.join(self._guests_dir, uuid), uuid)
+            try:
+                self._guests[uuid] = guest.load()
+            except FileNotFoundError:
+                continue
+        self.connection()
+
+    def cleanup_host(self):
+        with self._connecting:
+            if self._connection is not None:
+                try:
+                    self._connection.close()
+                except libvirt.libvirtError:
+                    pass
+                self._connection = None
+
+    def stop_guests(self) -> None:
+        for guest in self._guests.values():
+            with guest.lock:
+                self._power_down(guest, self.conf.compute.shutdown_timeout)
+
+    # Guests.
+
+    def _guest(self, instance) -> domain.Guest:
+        try:
+            return self._guests[instance['uuid']]
+        except KeyError:
+            raise exception.InstanceNotFound(instance_uuid=instance['uuid'])
+
+    def _new_disk(self, bdm: dict, target: str) -> dict:
+        return {'volume_id': bdm['volume_id'],
+                'attachment_id': bdm['attachment_id'],
+                'attach_mode': bdm['attach_mode'],
+                'path': self.volumes.path(bdm['connection_info']),
+                'multiattach': bool(bdm['connection_info'].get(
+                    'multiattach')),
+                'boot_index': bdm.get('boot_index'),
+                'target': target, 'overlay': None}
+
+    def _set_disks(self, guest, block_devices) -> None:
+        disks: dict[str, dict] = {}
+        # The boot disk first, where the firmware looks.
+        for bdm in sorted(block_devices, key=lambda bdm: (
+                bdm.get('boot_index') is None, bdm.get('boot_index') or 0)):
+            disk = guest.disks.get(bdm['volume_id'])
+            if disk is None:
+                disk = self._new_disk(bdm, domain.free_target(
+                    list(guest.disks.values()) + list(disks.values())))
+            disk.update(attachment_id=bdm['attachment_id'],
+                        attach_mode=bdm['attach_mode'],
+                        path=self.volumes.path(bdm['connection_info']))
+            disks[bdm['volume_id']] = disk
+        guest.record['disks'] = disks
+        guest.save()
+
+    def _give_user(self, guest) -> None:
+        """A uid of its own for the guest's QEMU, kept while it lives."""
+        with self._users:
+            if guest.record.get('uid') is None:
+                taken = {other.record.get('uid')
+                         for other in self._guests.values()}
+                # libvirtd switches users, not the agent.
+                guest.record['uid'] = confinement.pick_uid(
+                    self.conf, taken, by_agent=False)
+                guest.save()
+
+    def _image(self, guest) -> dict | None:
+        name = guest.record.get('image_ref')
+        return self.images.get(name) if name else None
+
+    def _launch(self, guest) -> None:
+        xml = domain.domain_xml(guest, self.conf,
+                                qemu_guest.accelerator(self.conf),
+                                self._image(guest))
+        try:
+            self.connection().createXML(xml, 0)
+        except libvirt.libvirtError as exc:
+            raise failed('start guest %s' % guest.uuid, exc)
+
+    def spawn(self, instance, block_devices):
+        guest = domain.Guest(os.path.join(self._guests_dir,
+                                          instance['uuid']),
+                             instance['uuid'])
+        with guest.lock:
+            guest.record['image_ref'] = instance.get('image_ref')
+            image = self._image(guest)
+            if image and not image.get('kernel'):
+                raise exception.DriverError(
+                    action='boot from image %s' % image['name'],
+                    reason='it is a disk image: create a volume from it and '
+                    'boot from the volume (boot_index 0)')
+            self._set_disks(guest, block_devices)
+            self._give_user(guest)
+            self._guests[guest.uuid] = guest
+            self._launch(guest)
+
+    def _destroy_domain(self, guest) -> None:
+        found = self.live_domain(guest)
+        if found is None:
+            return
+        try:
+            found.destroy()
+        except libvirt.libvirtError as exc:
+            if self.live_domain(guest) is not None:
+                raise failed('stop guest %s' % guest.uuid, exc)
+
+    def destroy(self, instance):
+        guest = self._guests.pop(instance['uuid'], None)
+        if guest is None:
+            return
+        with guest.lock:
+            self._destroy_domain(guest)
+            guest.remove()
+
+    def _power_down(self, guest, timeout: float) -> None:
+        found = self.live_domain(guest)
+        if found is None:
+            return
+        try:
+            found.shutdown()
+        except libvirt.libvirtError:
+            pass  # Gone already, or no ACPI yet: stopped hard below.
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.live_domain(guest) is None:
+                return
+            time.sleep(POLL_INTERVAL)
+        LOG.warning('Guest %(uuid)s did not shut down within %(timeout)s s: '
+                    'stopping it hard', {'uuid': guest.uuid,
+                                         'timeout': timeout})
+        self._destroy_domain(guest)
+
+    def power_off(self, instance):
+        guest = self._guest(instance)
+        with guest.lock:
+            self._power_down(guest, self.conf.compute.shutdown_timeout)
+
+    def power_on(self, instance, block_devices):
+        guest = self._guest(instance)
+        with guest.lock:
+            if self.is_running(guest):
+                return
+            self._set_disks(guest, block_devices)
+            self._give_user(guest)
+            self._launch(guest)
+
+    def get_console_output(self, instance, length):
+        return self._guest(instance).console_output(length)
+
+    def get_power_state(self, instance):
+        guest = self._guests.get(instance['uuid'])
+        if guest is None:
+            return states.POWER_NOSTATE
+        return (states.POWER_RUNNING if self.is_running(guest)
+                else states.POWER_SHUTDOWN)
+
+    def attach_volume(self, instance, bdm):
+        guest = self._guest(instance)
+        with guest.lock:
+            disk = self._new_disk(bdm, domain.free_target(
+                guest.disks.values()))
+            found = self.live_domain(guest)
+            if found is not None:
+                try:
+                    found.attachDeviceFlags(
+                        domain.disk_xml(disk, self.conf.qemu.direct_io),
+                        libvirt.VIR_DOMAIN_AFFECT_LIVE)
+                except libvirt.libvirtError as exc:
+                    raise failed('attach volume %s' % bdm['volume_id'], exc)
+            guest.disks[bdm['volume_id']] = disk
+            guest.save()
+
+    def detach_volume(self, instance, bdm):
+        guest = self._guest(instance)
+        with guest.lock:
+            disk = guest.disks.get(bdm['volume_id'])
+            if disk is None:
+                return
+            found = self.live_domain(guest)
+            if found is not None:
+                self._unplug(guest, found, disk)
+            del guest.disks[bdm['volume_id']]
+            guest.save()
+
+    def _unplug(self, guest, found, disk) -> None:
+        """Unplug, and wait until the guest released the disk; one that
+        does not within ``[qemu] detach_timeout`` keeps it, and this
+        raises."""
+        action = 'detach volume %s' % disk['volume_id']
+        try:
+            found.detachDeviceFlags(
+                domain.disk_xml(disk, self.conf.qemu.direct_io),
+                libvirt.VIR_DOMAIN_AFFECT_LIVE)
+        except libvirt.libvirtError as exc:
+            raise failed(action, exc)
+        deadline = time.monotonic() + self.conf.qemu.detach_timeout
+        while domain.live_disk(found.XMLDesc(0), disk['target']):
+            if time.monotonic() > deadline:
+                raise exception.DriverError(
+                    action=action, reason='guest %s did not release it '
+                    'within %s s' % (guest.uuid,
+                                     self.conf.qemu.detach_timeout))
+            time.sleep(POLL_INTERVAL)
+
+    def repoint(self, guest, disk, new_bdm, path: str) -> None:
+        """The disk is the new volume from now on."""
+        del guest.disks[disk['volume_id']]
+        disk.update(volume_id=new_bdm['volume_id'], path=path,
+                    attachment_id=new_bdm['attachment_id'])
+        guest.disks[disk['volume_id']] = disk
+        guest.save()

@@ -1,0 +1,21 @@
+from oslo_config import cfg
+
+libvirt_group = cfg.OptGroup('libvirt', title='libvirt compute driver '
+                             'options')
+
+libvirt_opts = [
+    cfg.StrOpt('uri', default='qemu:///system',
+               help='The libvirt connection of the libvirt driver. Its '
+                    'guests run QEMU with the [qemu] settings (accel, '
+                    'memory_mb, max_disks, direct_io, image_dir, '
+                    'guest_uid_start and guest_uid_count).'),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(libvirt_group)
+    conf.register_opts(libvirt_opts, group=libvirt_group)
+
+
+def list_opts():
+    return [(libvirt_group, libvirt_opts)]
