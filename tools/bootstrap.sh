@@ -20,13 +20,37 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     apt-get update -q
     apt-get install -y -q "${need_apt[@]}"
 fi
+# The libvirt driver: libvirtd, and libvirt-dev for libvirt-python.
+need_libvirt=()
+command -v libvirtd >/dev/null 2>&1 || need_libvirt+=(libvirt-daemon-system)
+[ -e /usr/include/libvirt/libvirt.h ] || need_libvirt+=(libvirt-dev pkg-config)
+if [ ${#need_libvirt[@]} -gt 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    [ ${#need_apt[@]} -gt 0 ] || apt-get update -q
+    # Not its recommends (dnsmasq, firewalls, another QEMU); and a
+    # configuration file edited by hand is kept, never asked about.
+    apt-get install -y -q --no-install-recommends \
+        -o Dpkg::Options::=--force-confold "${need_libvirt[@]}"
+fi
+# What a libvirt host needs (README, "Compute drivers"): each guest's
+# QEMU runs as a user of its own, which passes through libvirt's
+# directory to its own; and /dev/kvm is the kvm group's, as udev makes
+# it on a host whose KVM works (otherwise libvirt probes QEMU again at
+# every start, about 40 s).
+if [ -d /var/lib/libvirt/qemu ]; then
+    chmod o+x /var/lib/libvirt/qemu
+fi
+if [ -e /dev/kvm ] && getent group kvm >/dev/null; then
+    chgrp kvm /dev/kvm
+    chmod 0660 /dev/kvm
+fi
 
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q -r requirements.txt -r test-requirements.txt
-.venv/bin/pip install -q -e .
+.venv/bin/pip install -q -e '.[libvirt]'
 
 if ! rabbitmqctl -q status >/dev/null 2>&1; then
     echo "Starting RabbitMQ"

@@ -36,6 +36,11 @@ class PickUidTest(base.BaseTestCase):
         confinement.can_switch_users.return_value = False
         self.assertIsNone(confinement.pick_uid(CONF, set()))
 
+    def test_libvirtd_switches_where_the_agent_cannot(self):
+        confinement.can_switch_users.return_value = False
+        self.assertEqual(5000, confinement.pick_uid(CONF, set(),
+                                                    by_agent=False))
+
 
 class PassedFilesTest(base.BaseTestCase):
 

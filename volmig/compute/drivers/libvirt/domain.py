@@ -159,6 +159,24 @@ def domain_xml(guest: Guest, conf, accel: str, image: dict | None) -> str:
     return ElementTree.tostring(root, encoding='unicode')
 
 
+def snapshot_xml(guest: Guest, disk: dict, overlay: str) -> str:
+    """Only this disk goes on top of ``overlay``: libvirt would take every
+    disk of the domain otherwise."""
+    disks = ''.join(
+        "<disk name='%s' snapshot='external' type='file'><driver "
+        "type='qcow2'/><source file='%s'/></disk>" % (other['target'],
+                                                        overlay)
+        if other['target'] == disk['target'] else
+        "<disk name='%s' snapshot='no'/>" % other['target']
+        for other in guest.disks.values())
+    return '<domainsnapshot><disks>%s</disks></domainsnapshot>' % disks
+
+
+def copy_xml(path: str, fmt: str) -> str:
+    return ("<disk type='file'><driver type='%s'/><source file='%s'/>"
+            "</disk>" % (fmt, path))
+
+
 def live_disk(xml: str, target: str) -> dict | None:
     """Where a disk of the running domain is: ``{source, backing}``
     (``backing`` None for a single file), or None if it has no such

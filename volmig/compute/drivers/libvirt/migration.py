@@ -38,24 +38,6 @@ OVERLAY_MODE = 0o600
 COPY_POLL_INTERVAL = 0.05
 
 
-def snapshot_xml(guest: domain.Guest, disk: dict, overlay: str) -> str:
-    """Only this disk goes on top of ``overlay``: libvirt would take every
-    disk of the domain otherwise."""
-    disks = ''.join(
-        "<disk name='%s' snapshot='external' type='file'><driver "
-        "type='qcow2'/><source file='%s'/></disk>" % (other['target'],
-                                                        overlay)
-        if other['target'] == disk['target'] else
-        "<disk name='%s' snapshot='no'/>" % other['target']
-        for other in guest.disks.values())
-    return '<domainsnapshot><disks>%s</disks></domainsnapshot>' % disks
-
-
-def copy_xml(path: str, fmt: str) -> str:
-    return ("<disk type='file'><driver type='%s'/><source file='%s'/>"
-            "</disk>" % (fmt, path))
-
-
 def pivot(found, target: str) -> float | None:
     """Pivot a ready block job; its pause in ms, or None if it is not
     ready yet."""
@@ -190,8 +172,9 @@ class LiveMigration:
             os.chmod(overlay, OVERLAY_MODE)
             began = time.monotonic()
             try:
-                found.snapshotCreateXML(snapshot_xml(guest, disk, overlay),
-                                        SNAPSHOT_FLAGS)
+                found.snapshotCreateXML(
+                    domain.snapshot_xml(guest, disk, overlay),
+                    SNAPSHOT_FLAGS)
             except libvirt.libvirtError as exc:
                 os.unlink(overlay)
                 raise exception.DriverError(
@@ -291,10 +274,10 @@ class LiveMigration:
             os.chmod(target, OVERLAY_MODE)
             flags = (libvirt.VIR_DOMAIN_BLOCK_COPY_SHALLOW
                      | libvirt.VIR_DOMAIN_BLOCK_COPY_REUSE_EXT)
-            xml = copy_xml(target, 'qcow2')
+            xml = domain.copy_xml(target, 'qcow2')
         else:
             target, flags = None, libvirt.VIR_DOMAIN_BLOCK_COPY_REUSE_EXT
-            xml = copy_xml(dst_path, 'raw')
+            xml = domain.copy_xml(dst_path, 'raw')
         action = 'switch volume %s to %s' % (disk['volume_id'], dst_path)
         try:
             found.blockCopy(disk['target'], xml, None, flags)
@@ -369,8 +352,9 @@ class LiveMigration:
                 self.repoint(guest, disk, new_bdm, new_path)
                 return base.FinishedJob()
             try:
-                found.blockCopy(disk['target'], copy_xml(new_path, 'raw'),
-                                None, libvirt.VIR_DOMAIN_BLOCK_COPY_REUSE_EXT)
+                found.blockCopy(disk['target'],
+                                domain.copy_xml(new_path, 'raw'), None,
+                                libvirt.VIR_DOMAIN_BLOCK_COPY_REUSE_EXT)
             except libvirt.libvirtError as exc:
                 raise exception.DriverError(
                     action='swap volume %s' % disk['volume_id'],
