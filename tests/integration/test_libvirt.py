@@ -1,14 +1,21 @@
 """The real-guest data path on the libvirt driver: volmig-guest as a
 libvirt domain, its writer's every acknowledged block checked on the
-volume after a live migration, a cancel and a legacy swap. It skips,
-saying why, where libvirt is not installed.
+volume after a live migration, a cancel, a legacy swap, and a cancel
+after the agent was SIGKILLed with the overlay in libvirt's record but
+not in its own; and the
+hot-plug of a volume. It skips, saying why, where libvirt is not
+installed.
 """
 
+import glob
+import json
 import os
+import signal
 
 from tests import libvirt_daemon
 from tests.integration import real_guest_base
 from tests.integration import test_real_guests
+from volmig import states
 
 
 class LibvirtGuestTestCase(real_guest_base.RealGuestTestCase):
@@ -55,4 +62,45 @@ class LibvirtGuestTestCase(real_guest_base.RealGuestTestCase):
 
 class LibvirtLiveMigrationTest(test_real_guests.LiveDataPath,
                                LibvirtGuestTestCase):
-    pass
+
+    def test_agent_killed_before_its_record_then_cancel(self):
+        vol = self.volume()
+        server = self.boot([vol])
+        self.wait_for_acks(server, vol['id'], 20)
+        attachment = self.attachment_id(server, vol['id'])
+        migration = self.client.start(self.ctxt, attachment)
+        overlays = os.path.join(self.guest_dir(server), 'overlay-*')
+        self.assertEqual(1, len(glob.glob(overlays)))
+        # libvirtd keeps the guest on its overlay while no agent runs.
+        agent = self.cluster.processes['compute-1']
+        agent.may_die = True
+        agent.stop(signal.SIGKILL)
+        # As if it had died between libvirt's snapshot and its own record:
+        # only libvirt knows of the overlay.
+        record_file = os.path.join(self.guest_dir(server), 'guest.json')
+        with open(record_file) as handle:
+            record = json.load(handle)
+        record['disks'][vol['id']]['overlay'] = None
+        with open(record_file, 'w') as handle:
+            json.dump(record, handle)
+        self.cluster.restart('compute-1')
+        self.cluster.wait_until_registered()
+        written = len(self.acks(server, vol['id']))
+        self.wait_for_acks(server, vol['id'], written + 20)
+        self.client.cancel(self.ctxt, attachment)
+        self.client.wait_for(self.ctxt, migration['id'], states.CANCELLED)
+        self.assertEqual([], glob.glob(overlays))
+        written = len(self.acks(server, vol['id']))
+        self.wait_for_acks(server, vol['id'], written + 20)
+        self.stop(server)
+        self.assertIn('/pool-a/', self.path(vol['id']))
+        self.assert_acked_on(self.path(vol['id']),
+                             self.acks(server, vol['id']))
+
+
+class LibvirtAttachDetachTest(LibvirtGuestTestCase):
+    attach = test_real_guests.AttachDetachTest.attach
+    detach = test_real_guests.AttachDetachTest.detach
+    test_attach_and_detach_repeated_on_a_running_guest = (
+        test_real_guests.AttachDetachTest.
+        test_attach_and_detach_repeated_on_a_running_guest)

@@ -149,6 +149,24 @@ class LiveMigration:
         guest = self._guest(instance)
         return guest, guest.disks[bdm['volume_id']]
 
+    @staticmethod
+    def _sync(guest, found, disk) -> None:
+        """Take where the disk is from libvirt: an agent that died between
+        a libvirt call and saving its record knows less than libvirt."""
+        live = domain.live_disk(found.XMLDesc(0), disk['target'])
+        if live is None:
+            return
+        on_overlay = live['backing'] is not None
+        where = {'path': live['backing'] if on_overlay else live['source'],
+                 'overlay': live['source'] if on_overlay else None}
+        if where != {key: disk.get(key) for key in where}:
+            LOG.warning('Guest %(uuid)s: volume %(volume)s is on %(where)s '
+                        'by libvirt, not as recorded', {
+                            'uuid': guest.uuid, 'volume': disk['volume_id'],
+                            'where': where})
+            disk.update(where)
+            guest.save()
+
     def migration_start(self, instance, bdm, migration):
         guest, disk = self._live_disk(instance, bdm)
         with guest.lock:
@@ -163,6 +181,7 @@ class LiveMigration:
                                 '%s goes on offline', guest.uuid,
                                 migration['id'])
                 return {}
+            self._sync(guest, found, disk)
             if disk['attach_mode'] == 'ro' or disk.get('overlay'):
                 # Read-only: src is frozen already. Overlay: a repeat.
                 return {}
@@ -196,9 +215,11 @@ class LiveMigration:
         complete (the switch made dst its backing)."""
         guest, disk = self._live_disk(instance, bdm)
         with guest.lock:
+            found = self.live_domain(guest)
+            if found is not None:
+                self._sync(guest, found, disk)
             if not disk.get('overlay'):
                 return base.FinishedJob()
-            found = self.live_domain(guest)
             if found is None:
                 self._merge_on_disk(guest, disk, disk['path'])
                 return base.FinishedJob()
@@ -248,10 +269,12 @@ class LiveMigration:
         guest, disk = self._live_disk(instance, bdm)
         dst_path = self.volumes.path(dst_connection_info)
         with guest.lock:
+            found = self.live_domain(guest)
+            if found is not None:
+                self._sync(guest, found, disk)
             if disk['path'] == dst_path:
                 return {}  # A repeat: switched already.
             self._check_dst(disk, dst_path, migration['id'])
-            found = self.live_domain(guest)
             figures = {}
             if migration['mode'] == states.MODE_LIVE and found is not None:
                 figures = self._switch_live(guest, found, disk, migration,
@@ -315,13 +338,7 @@ class LiveMigration:
                 if info and info['type'] == \
                         libvirt.VIR_DOMAIN_BLOCK_JOB_TYPE_COPY:
                     found.blockJobAbort(disk['target'], 0)
-                live = domain.live_disk(found.XMLDesc(0), disk['target'])
-                if live:
-                    on_overlay = live['backing'] is not None
-                    disk['path'] = (live['backing'] if on_overlay
-                                    else live['source'])
-                    disk['overlay'] = live['source'] if on_overlay else None
-                    guest.save()
+                self._sync(guest, found, disk)
             elif not disk.get('overlay') and os.path.exists(first):
                 # Created, perhaps put on top before the guest stopped:
                 # merging it is harmless if it holds nothing.
