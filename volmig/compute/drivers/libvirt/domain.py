@@ -61,16 +61,6 @@ class Guest:
     def remove(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
 
-    def console_output(self, length: int | None) -> str:
-        try:
-            with open(self.path('console.log'), 'rb') as handle:
-                text = handle.read().decode('utf-8', 'replace')
-        except FileNotFoundError:
-            return ''
-        lines = text.splitlines(keepends=True)
-        return ''.join(lines if length is None else lines[-length:]
-                       if length else [])
-
 
 def free_target(disks) -> str:
     """The first virtio name none of ``disks`` has."""

@@ -12,6 +12,7 @@ its own, which libvirt gives the guest's files while it uses them.
 import os
 import threading
 import time
+import typing
 
 import libvirt
 from oslo_log import log as logging
@@ -20,9 +21,9 @@ from volmig import exception
 from volmig import states
 from volmig.compute import volumes
 from volmig.compute.drivers import base
+from volmig.compute.drivers import guests
 from volmig.compute.drivers.libvirt import domain
 from volmig.compute.drivers.libvirt import migration
-from volmig.compute.drivers.qemu import confinement
 from volmig.compute.drivers.qemu import guest as qemu_guest
 from volmig.compute.drivers.qemu import images
 from volmig.conf import compute as compute_conf
@@ -61,7 +62,17 @@ def failed(action: str, exc: libvirt.libvirtError) -> exception.DriverError:
                                  reason=exc.get_error_message())
 
 
-class LibvirtDriver(migration.LiveMigration, base.ComputeDriver):
+def _next_target(guest) -> typing.Callable[[dict], dict]:
+    """A new disk's place: the first virtio name no disk has."""
+    return lambda disks: {'target': domain.free_target(
+        list(guest.disks.values()) + list(disks.values()))}
+
+
+class LibvirtDriver(migration.LiveMigration, guests.GuestRecords,
+                    base.ComputeDriver):
+
+    # libvirtd starts QEMU as the guest's user.
+    USER_SWITCHED_BY_AGENT = False
 
     def __init__(self, conf):
         super().__init__(conf)
@@ -161,53 +172,6 @@ class LibvirtDriver(migration.LiveMigration, base.ComputeDriver):
 
     # Guests.
 
-    def _guest(self, instance) -> domain.Guest:
-        try:
-            return self._guests[instance['uuid']]
-        except KeyError:
-            raise exception.InstanceNotFound(instance_uuid=instance['uuid'])
-
-    def _new_disk(self, bdm: dict, target: str) -> dict:
-        return {'volume_id': bdm['volume_id'],
-                'attachment_id': bdm['attachment_id'],
-                'attach_mode': bdm['attach_mode'],
-                'path': self.volumes.path(bdm['connection_info']),
-                'multiattach': bool(bdm['connection_info'].get(
-                    'multiattach')),
-                'boot_index': bdm.get('boot_index'),
-                'target': target, 'overlay': None}
-
-    def _set_disks(self, guest, block_devices) -> None:
-        disks: dict[str, dict] = {}
-        # The boot disk first, where the firmware looks.
-        for bdm in sorted(block_devices, key=lambda bdm: (
-                bdm.get('boot_index') is None, bdm.get('boot_index') or 0)):
-            disk = guest.disks.get(bdm['volume_id'])
-            if disk is None:
-                disk = self._new_disk(bdm, domain.free_target(
-                    list(guest.disks.values()) + list(disks.values())))
-            disk.update(attachment_id=bdm['attachment_id'],
-                        attach_mode=bdm['attach_mode'],
-                        path=self.volumes.path(bdm['connection_info']))
-            disks[bdm['volume_id']] = disk
-        guest.record['disks'] = disks
-        guest.save()
-
-    def _give_user(self, guest) -> None:
-        """A uid of its own for the guest's QEMU, kept while it lives."""
-        with self._users:
-            if guest.record.get('uid') is None:
-                taken = {other.record.get('uid')
-                         for other in self._guests.values()}
-                # libvirtd switches users, not the agent.
-                guest.record['uid'] = confinement.pick_uid(
-                    self.conf, taken, by_agent=False)
-                guest.save()
-
-    def _image(self, guest) -> dict | None:
-        name = guest.record.get('image_ref')
-        return self.images.get(name) if name else None
-
     def _launch(self, guest) -> None:
         xml = domain.domain_xml(guest, self.conf,
                                 qemu_guest.accelerator(self.conf),
@@ -222,14 +186,8 @@ class LibvirtDriver(migration.LiveMigration, base.ComputeDriver):
                                           instance['uuid']),
                              instance['uuid'])
         with guest.lock:
-            guest.record['image_ref'] = instance.get('image_ref')
-            image = self._image(guest)
-            if image and not image.get('kernel'):
-                raise exception.DriverError(
-                    action='boot from image %s' % image['name'],
-                    reason='it is a disk image: create a volume from it and '
-                    'boot from the volume (boot_index 0)')
-            self._set_disks(guest, block_devices)
+            self._boot_image(guest, instance)
+            self._set_disks(guest, block_devices, _next_target(guest))
             self._give_user(guest)
             self._guests[guest.uuid] = guest
             self._launch(guest)
@@ -280,12 +238,9 @@ class LibvirtDriver(migration.LiveMigration, base.ComputeDriver):
         with guest.lock:
             if self.is_running(guest):
                 return
-            self._set_disks(guest, block_devices)
+            self._set_disks(guest, block_devices, _next_target(guest))
             self._give_user(guest)
             self._launch(guest)
-
-    def get_console_output(self, instance, length):
-        return self._guest(instance).console_output(length)
 
     def get_power_state(self, instance):
         guest = self._guests.get(instance['uuid'])
@@ -297,7 +252,7 @@ class LibvirtDriver(migration.LiveMigration, base.ComputeDriver):
     def attach_volume(self, instance, bdm):
         guest = self._guest(instance)
         with guest.lock:
-            disk = self._new_disk(bdm, domain.free_target(
+            disk = self._new_disk(bdm, target=domain.free_target(
                 guest.disks.values()))
             found = self.live_domain(guest)
             if found is not None:
@@ -341,11 +296,3 @@ class LibvirtDriver(migration.LiveMigration, base.ComputeDriver):
                     'within %s s' % (guest.uuid,
                                      self.conf.qemu.detach_timeout))
             time.sleep(POLL_INTERVAL)
-
-    def repoint(self, guest, disk, new_bdm, path: str) -> None:
-        """The disk is the new volume from now on."""
-        del guest.disks[disk['volume_id']]
-        disk.update(volume_id=new_bdm['volume_id'], path=path,
-                    attachment_id=new_bdm['attachment_id'])
-        guest.disks[disk['volume_id']] = disk
-        guest.save()

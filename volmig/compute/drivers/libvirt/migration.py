@@ -24,6 +24,7 @@ from oslo_log import log as logging
 from volmig import exception
 from volmig import states
 from volmig.compute.drivers import base
+from volmig.compute.drivers import guests
 from volmig.compute.drivers import qemu_img
 from volmig.compute.drivers.libvirt import domain
 
@@ -54,79 +55,82 @@ def pivot(found, target: str) -> float | None:
     return (time.monotonic() - began) * 1000
 
 
-class CommitJob(base.Job):
-    """An active block commit of a disk's overlay into its backing."""
+class PivotJob(base.Job):
+    """A libvirt block job of one disk, whose end is its pivot."""
 
     def __init__(self, driver: 'LiveMigration', guest: domain.Guest,
-                 volume_id: str):
-        self._driver = driver
-        self._guest = guest
-        self._volume_id = volume_id
-        self.pauses: dict[str, float] = {}
-
-    def poll(self) -> base.JobProgress:
-        guest = self._guest
-        with guest.lock:
-            disk = guest.disks[self._volume_id]
-            found = self._driver.live_domain(guest)
-            action = 'commit the overlay of volume %s' % self._volume_id
-            if found is None:
-                raise exception.DriverError(action=action,
-                                            reason='the guest stopped')
-            live = domain.live_disk(found.XMLDesc(0), disk['target'])
-            if live and live['backing'] is None:
-                # Pivoted: by this job, or by one before an agent restart.
-                self._driver.drop_overlay(guest, disk)
-                return base.JobProgress(0, 0, True)
-            info = found.blockJobInfo(disk['target'], 0)
-            if not info:
-                raise exception.DriverError(action=action,
-                                            reason='libvirt has no job')
-            try:
-                pause = pivot(found, disk['target'])
-            except libvirt.libvirtError as exc:
-                raise exception.DriverError(action=action,
-                                            reason=exc.get_error_message())
-            if pause is None:
-                return base.JobProgress(info['cur'], info['end'], False)
-            self.pauses['complete'] = pause
-            self._driver.drop_overlay(guest, disk)
-            return base.JobProgress(info['end'], info['end'], True)
-
-
-class SwapJob(base.Job):
-    """The legacy swap: a full block copy onto the new volume, whose end
-    is the pivot."""
-
-    def __init__(self, driver: 'LiveMigration', guest: domain.Guest,
-                 disk: dict, new_bdm: dict, new_path: str):
+                 disk: dict, action: str):
         self._driver = driver
         self._guest = guest
         self._disk = disk
-        self._new_bdm = new_bdm
-        self._new_path = new_path
+        self._action = action
+        self.pauses: dict[str, float] = {}
+
+    def done(self, found) -> bool:
+        """Whether the job ended before this poll."""
+        return False
+
+    def pivoted(self, pause: float) -> None:
+        """The disk is on the job's target now."""
 
     def poll(self) -> base.JobProgress:
         guest, disk = self._guest, self._disk
         with guest.lock:
             found = self._driver.live_domain(guest)
-            action = 'swap volume %s' % disk['volume_id']
             if found is None:
-                raise exception.DriverError(action=action,
+                raise exception.DriverError(action=self._action,
                                             reason='the guest stopped')
+            if self.done(found):
+                return base.JobProgress(0, 0, True)
             info = found.blockJobInfo(disk['target'], 0)
             if not info:
-                raise exception.DriverError(action=action,
+                raise exception.DriverError(action=self._action,
                                             reason='libvirt has no job')
             try:
                 pause = pivot(found, disk['target'])
             except libvirt.libvirtError as exc:
-                raise exception.DriverError(action=action,
+                raise exception.DriverError(action=self._action,
                                             reason=exc.get_error_message())
             if pause is None:
                 return base.JobProgress(info['cur'], info['end'], False)
-            self._driver.repoint(guest, disk, self._new_bdm, self._new_path)
+            self.pivoted(pause)
             return base.JobProgress(info['end'], info['end'], True)
+
+
+class CommitJob(PivotJob):
+    """An active block commit of a disk's overlay into its backing."""
+
+    def __init__(self, driver: 'LiveMigration', guest: domain.Guest,
+                 disk: dict):
+        super().__init__(driver, guest, disk, 'commit the overlay of '
+                         'volume %s' % disk['volume_id'])
+
+    def done(self, found) -> bool:
+        live = domain.live_disk(found.XMLDesc(0), self._disk['target'])
+        if live and live['backing'] is None:
+            # Pivoted: by this job, or by one before an agent restart.
+            self._driver.drop_overlay(self._guest, self._disk)
+            return True
+        return False
+
+    def pivoted(self, pause: float) -> None:
+        self.pauses['complete'] = pause
+        self._driver.drop_overlay(self._guest, self._disk)
+
+
+class SwapJob(PivotJob):
+    """The legacy swap: a full block copy onto the new volume."""
+
+    def __init__(self, driver: 'LiveMigration', guest: domain.Guest,
+                 disk: dict, new_bdm: dict, new_path: str):
+        super().__init__(driver, guest, disk,
+                         'swap volume %s' % disk['volume_id'])
+        self._new_bdm = new_bdm
+        self._new_path = new_path
+
+    def pivoted(self, pause: float) -> None:
+        self._driver.repoint(self._guest, self._disk, self._new_bdm,
+                             self._new_path)
 
 
 class LiveMigration:
@@ -141,6 +145,12 @@ class LiveMigration:
         def live_domain(self, guest: domain.Guest) -> typing.Any: ...
 
         def repoint(self, guest, disk, new_bdm, path: str) -> None: ...
+
+        @staticmethod
+        def _swappable(guest, old_bdm) -> dict: ...
+
+        @staticmethod
+        def _offline(guest, running: bool, migration) -> bool: ...
 
     def _img(self, *args: str) -> None:
         qemu_img.run(self.conf, *args)
@@ -171,15 +181,7 @@ class LiveMigration:
         guest, disk = self._live_disk(instance, bdm)
         with guest.lock:
             found = self.live_domain(guest)
-            if migration['mode'] == states.MODE_OFFLINE or found is None:
-                if found is not None:
-                    raise exception.InstanceMustBeShutOff(
-                        host=migration['host'],
-                        instance_uuid=instance['uuid'])
-                if migration['mode'] == states.MODE_LIVE:
-                    LOG.warning('Guest %s is not running: volume migration '
-                                '%s goes on offline', guest.uuid,
-                                migration['id'])
+            if self._offline(guest, found is not None, migration):
                 return {}
             self._sync(guest, found, disk)
             if disk['attach_mode'] == 'ro' or disk.get('overlay'):
@@ -232,7 +234,7 @@ class LiveMigration:
                     raise exception.DriverError(
                         action='commit the overlay of volume %s'
                         % disk['volume_id'], reason=exc.get_error_message())
-            return CommitJob(self, guest, disk['volume_id'])
+            return CommitJob(self, guest, disk)
 
     def _merge_on_disk(self, guest, disk, base_path: str) -> None:
         """The guest is down: merge its overlay into ``base_path``."""
@@ -251,19 +253,6 @@ class LiveMigration:
         disk['overlay'] = None
         guest.save()
 
-    def _check_dst(self, disk, dst_path: str, migration_id: str) -> None:
-        try:
-            dst_size = os.stat(dst_path).st_size
-        except FileNotFoundError:
-            raise exception.DestinationMismatch(
-                what='volume', migration_id=migration_id,
-                reason='%s does not exist' % dst_path)
-        src_size = os.stat(disk['path']).st_size
-        if dst_size != src_size:
-            raise exception.DestinationMismatch(
-                what='volume', migration_id=migration_id,
-                reason='it has %d bytes, src has %d' % (dst_size, src_size))
-
     def migration_switch(self, instance, bdm, migration,
                          dst_connection_info):
         guest, disk = self._live_disk(instance, bdm)
@@ -274,7 +263,7 @@ class LiveMigration:
                 self._sync(guest, found, disk)
             if disk['path'] == dst_path:
                 return {}  # A repeat: switched already.
-            self._check_dst(disk, dst_path, migration['id'])
+            guests.check_dst(disk, dst_path, migration['id'])
             figures = {}
             if migration['mode'] == states.MODE_LIVE and found is not None:
                 figures = self._switch_live(guest, found, disk, migration,
@@ -357,11 +346,7 @@ class LiveMigration:
         guest = self._guest(instance)
         new_path = self.volumes.path(new_bdm['connection_info'])
         with guest.lock:
-            disk = guest.disks[old_bdm['volume_id']]
-            if disk.get('overlay'):
-                raise exception.DriverError(
-                    action='swap volume %s' % disk['volume_id'],
-                    reason='a volume migration has it on an overlay')
+            disk = self._swappable(guest, old_bdm)
             found = self.live_domain(guest)
             if found is None:
                 self._img('convert', '-n', '-f', 'raw', '-O', 'raw',

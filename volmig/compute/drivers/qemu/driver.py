@@ -13,12 +13,11 @@ import threading
 
 from oslo_log import log as logging
 
-from volmig import exception
 from volmig import states
 from volmig.compute import volumes
 from volmig.compute.drivers import base
+from volmig.compute.drivers import guests
 from volmig.compute.drivers import qemu_img
-from volmig.compute.drivers.qemu import confinement
 from volmig.compute.drivers.qemu import guest as guest_mod
 from volmig.compute.drivers.qemu import images
 from volmig.compute.drivers.qemu import journal as journal_mod
@@ -33,8 +32,13 @@ LOG = logging.getLogger(__name__)
 SHUTDOWN_EXIT_TIMEOUT = 10
 
 
+def _next_slot(disks: dict) -> dict:
+    """A new disk's place: the next slot, the boot disk's the first."""
+    return {'slot': len(disks), 'gen': 0}
+
+
 class QemuDriver(overlay.OverlayMigration, swap.LegacySwap,
-                 base.ComputeDriver):
+                 guests.GuestRecords, base.ComputeDriver):
 
     def __init__(self, conf):
         super().__init__(conf)
@@ -116,63 +120,11 @@ class QemuDriver(overlay.OverlayMigration, swap.LegacySwap,
             LOG.exception('Recording that guest %s powered off failed',
                           guest.uuid)
 
-    def _guest(self, instance) -> guest_mod.Guest:
-        try:
-            return self._guests[instance['uuid']]
-        except KeyError:
-            raise exception.InstanceNotFound(instance_uuid=instance['uuid'])
-
-    def _new_disk(self, bdm: dict, slot: int) -> dict:
-        return {'volume_id': bdm['volume_id'],
-                'attachment_id': bdm['attachment_id'],
-                'attach_mode': bdm['attach_mode'],
-                'path': self.volumes.path(bdm['connection_info']),
-                'multiattach': bool(bdm['connection_info'].get(
-                    'multiattach')),
-                'boot_index': bdm.get('boot_index'),
-                'slot': slot, 'gen': 0, 'overlay': None}
-
-    def _set_disks(self, guest, block_devices) -> None:
-        slots = {volume_id: disk['slot']
-                 for volume_id, disk in guest.disks.items()}
-        disks: dict[str, dict] = {}
-        # The boot disk takes the first slot, where the firmware looks.
-        for bdm in sorted(block_devices, key=lambda bdm: (
-                bdm.get('boot_index') is None, bdm.get('boot_index') or 0)):
-            slot = slots.get(bdm['volume_id'], len(disks))
-            disk = guest.disks.get(bdm['volume_id']) or self._new_disk(
-                bdm, slot)
-            disk.update(attachment_id=bdm['attachment_id'],
-                        attach_mode=bdm['attach_mode'],
-                        path=self.volumes.path(bdm['connection_info']))
-            disks[bdm['volume_id']] = disk
-        guest.record['disks'] = disks
-        guest.save()
-
-    def _image(self, guest) -> dict | None:
-        name = guest.record.get('image_ref')
-        return self.images.get(name) if name else None
-
-    def _give_user(self, guest) -> None:
-        """A uid of its own for the guest's QEMU, kept while it lives."""
-        with self._users:
-            if guest.record.get('uid') is None:
-                taken = {other.record.get('uid')
-                         for other in self._guests.values()}
-                guest.record['uid'] = confinement.pick_uid(self.conf, taken)
-                guest.save()
-
     def spawn(self, instance, block_devices):
         guest = self._new_guest(instance['uuid'])
         with guest.lock:
-            guest.record['image_ref'] = instance.get('image_ref')
-            image = self._image(guest)
-            if image and not image.get('kernel'):
-                raise exception.DriverError(
-                    action='boot from image %s' % image['name'],
-                    reason='it is a disk image: create a volume from it and '
-                    'boot from the volume (boot_index 0)')
-            self._set_disks(guest, block_devices)
+            image = self._boot_image(guest, instance)
+            self._set_disks(guest, block_devices, _next_slot)
             self._give_user(guest)
             self._guests[guest.uuid] = guest
             try:
@@ -199,12 +151,9 @@ class QemuDriver(overlay.OverlayMigration, swap.LegacySwap,
         with guest.lock:
             if guest.is_running():
                 return
-            self._set_disks(guest, block_devices)
+            self._set_disks(guest, block_devices, _next_slot)
             self._give_user(guest)
             guest.launch(self._image(guest))
-
-    def get_console_output(self, instance, length):
-        return self._guest(instance).console_output(length)
 
     def get_power_state(self, instance):
         guest = self._guests.get(instance['uuid'])
@@ -216,7 +165,7 @@ class QemuDriver(overlay.OverlayMigration, swap.LegacySwap,
     def attach_volume(self, instance, bdm):
         guest = self._guest(instance)
         with guest.lock:
-            disk = self._new_disk(bdm, guest.free_slot())
+            disk = self._new_disk(bdm, slot=guest.free_slot(), gen=0)
             if guest.is_running():
                 guest.plug(disk)
             guest.disks[bdm['volume_id']] = disk
@@ -232,14 +181,6 @@ class QemuDriver(overlay.OverlayMigration, swap.LegacySwap,
                 guest.unplug(disk)
             del guest.disks[bdm['volume_id']]
             guest.save()
-
-    def repoint(self, guest, disk, new_bdm, path: str) -> None:
-        """The disk is the new volume from now on."""
-        del guest.disks[disk['volume_id']]
-        disk.update(volume_id=new_bdm['volume_id'], path=path,
-                    attachment_id=new_bdm['attachment_id'])
-        guest.disks[disk['volume_id']] = disk
-        guest.save()
 
     # qemu-img, for guests that are off.
 

@@ -183,17 +183,6 @@ class Guest:
         self.execute('system_reset')
         self.execute('cont')
 
-    def console_output(self, length: int | None) -> str:
-        """The serial console's last ``length`` lines (all for None)."""
-        try:
-            with open(self.path('console.log'), 'rb') as handle:
-                text = handle.read().decode('utf-8', 'replace')
-        except FileNotFoundError:
-            return ''
-        lines = text.splitlines(keepends=True)
-        return ''.join(lines if length is None else lines[-length:]
-                       if length else [])
-
     def connect(self) -> None:
         self.disconnect()
         self._monitor = qmp.Monitor(self._loop, self.path('qmp.sock'),

@@ -21,6 +21,7 @@ from oslo_log import log as logging
 from volmig import exception
 from volmig import states
 from volmig.compute.drivers import base
+from volmig.compute.drivers import guests
 from volmig.compute.drivers.qemu import confinement
 from volmig.compute.drivers.qemu import guest as guest_mod
 from volmig.compute.drivers.qemu import jobs
@@ -43,6 +44,9 @@ class OverlayMigration:
 
         def _guest(self, instance) -> guest_mod.Guest: ...
 
+        @staticmethod
+        def _offline(guest, running: bool, migration) -> bool: ...
+
         def _img(self, *args: str) -> None: ...
 
         def repoint(self, guest, disk, new_bdm, path: str) -> None: ...
@@ -55,18 +59,7 @@ class OverlayMigration:
     def migration_start(self, instance, bdm, migration):
         guest, disk = self._live_disk(instance, bdm)
         with guest.lock:
-            running = guest.is_running()
-            if migration['mode'] == states.MODE_OFFLINE or not running:
-                if running:
-                    raise exception.InstanceMustBeShutOff(
-                        host=migration['host'],
-                        instance_uuid=instance['uuid'])
-                if migration['mode'] == states.MODE_LIVE:
-                    # The guest powered off or died since it was seen
-                    # running: nothing writes to src, so this is offline.
-                    LOG.warning('Guest %s is not running: volume migration '
-                                '%s goes on offline', guest.uuid,
-                                migration['id'])
+            if self._offline(guest, guest.is_running(), migration):
                 return {}
             if disk['attach_mode'] == 'ro' or disk.get('overlay'):
                 # Read-only: src is frozen already. Overlay: a repeat.
@@ -145,22 +138,6 @@ class OverlayMigration:
                                 volume_id=disk['volume_id'])
             return self._commit(guest, disk, migration['id'])
 
-    def _check_dst(self, disk, dst_path: str,
-                   migration_id: str) -> None:
-        # blockdev-reopen takes a backing node of the wrong size without a
-        # word, so the size is checked before anything switches.
-        try:
-            dst_size = os.stat(dst_path).st_size
-        except FileNotFoundError:
-            raise exception.DestinationMismatch(
-                what='volume', migration_id=migration_id,
-                reason='%s does not exist' % dst_path)
-        src_size = os.stat(disk['path']).st_size
-        if dst_size != src_size:
-            raise exception.DestinationMismatch(
-                what='volume', migration_id=migration_id,
-                reason='it has %d bytes, src has %d' % (dst_size, src_size))
-
     def migration_switch(self, instance, bdm, migration,
                          dst_connection_info):
         guest, disk = self._live_disk(instance, bdm)
@@ -169,7 +146,7 @@ class OverlayMigration:
             if disk['path'] == dst_path:
                 # A repeat, after an agent restart: switched already.
                 return {}
-            self._check_dst(disk, dst_path, migration['id'])
+            guests.check_dst(disk, dst_path, migration['id'])
             self.journal.record(migration['id'], 'switch',
                                 action='complete', instance_uuid=guest.uuid,
                                 volume_id=disk['volume_id'], dst=dst_path)

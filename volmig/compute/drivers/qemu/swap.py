@@ -32,16 +32,15 @@ class LegacySwap:
 
         def repoint(self, guest, disk, new_bdm, path: str) -> None: ...
 
+        @staticmethod
+        def _swappable(guest, old_bdm) -> dict: ...
+
 
     def swap_volume(self, instance, old_bdm, new_bdm):
         guest = self._guest(instance)
         new_path = self.volumes.path(new_bdm['connection_info'])
         with guest.lock:
-            disk = guest.disks[old_bdm['volume_id']]
-            if disk.get('overlay'):
-                raise exception.DriverError(
-                    action='swap volume %s' % disk['volume_id'],
-                    reason='a volume migration has it on an overlay')
+            disk = self._swappable(guest, old_bdm)
             key = jobs.swap_key(new_bdm)
             self.journal.record(key, 'mirror', action='swap',
                                 instance_uuid=guest.uuid, old_bdm=old_bdm,

@@ -1,0 +1,155 @@
+"""What the two drivers that run QEMU (``qemu`` and ``libvirt``) keep
+alike for a guest: its disks on record, its image, its user and its
+console log. Where a disk sits in the machine (a PCIe slot, a libvirt
+target) is each driver's own.
+"""
+
+import os
+import threading
+import typing
+
+from oslo_log import log as logging
+
+from volmig import exception
+from volmig import states
+from volmig.compute.drivers.qemu import confinement
+
+LOG = logging.getLogger(__name__)
+
+
+def console_tail(path: str, length: int | None) -> str:
+    """The last ``length`` lines of a console log (all for None)."""
+    try:
+        with open(path, 'rb') as handle:
+            text = handle.read().decode('utf-8', 'replace')
+    except FileNotFoundError:
+        return ''
+    lines = text.splitlines(keepends=True)
+    return ''.join(lines if length is None else lines[-length:]
+                   if length else [])
+
+
+def check_dst(disk: dict, dst_path: str, migration_id: str) -> None:
+    """dst exists and has src's size, before anything switches."""
+    try:
+        dst_size = os.stat(dst_path).st_size
+    except FileNotFoundError:
+        raise exception.DestinationMismatch(
+            what='volume', migration_id=migration_id,
+            reason='%s does not exist' % dst_path)
+    src_size = os.stat(disk['path']).st_size
+    if dst_size != src_size:
+        raise exception.DestinationMismatch(
+            what='volume', migration_id=migration_id,
+            reason='it has %d bytes, src has %d' % (dst_size, src_size))
+
+
+class GuestRecords:
+    """A mixin of the drivers; each guest has ``uuid``, ``lock``,
+    ``record``, ``disks``, ``path()`` and ``save()``."""
+
+    # Who starts QEMU as the guest's user: the agent, or libvirtd.
+    USER_SWITCHED_BY_AGENT = True
+
+    if typing.TYPE_CHECKING:
+        conf: typing.Any
+        volumes: typing.Any
+        images: typing.Any
+        _guests: dict
+        _users: threading.Lock
+
+    def _guest(self, instance) -> typing.Any:
+        try:
+            return self._guests[instance['uuid']]
+        except KeyError:
+            raise exception.InstanceNotFound(instance_uuid=instance['uuid'])
+
+    def _image(self, guest) -> dict | None:
+        name = guest.record.get('image_ref')
+        return self.images.get(name) if name else None
+
+    def _boot_image(self, guest, instance) -> dict | None:
+        """Record the server's image; a kernel boots, a disk image not."""
+        guest.record['image_ref'] = instance.get('image_ref')
+        image = self._image(guest)
+        if image and not image.get('kernel'):
+            raise exception.DriverError(
+                action='boot from image %s' % image['name'],
+                reason='it is a disk image: create a volume from it and '
+                'boot from the volume (boot_index 0)')
+        return image
+
+    def _give_user(self, guest) -> None:
+        """A uid of its own for the guest's QEMU, kept while it lives."""
+        with self._users:
+            if guest.record.get('uid') is None:
+                taken = {other.record.get('uid')
+                         for other in self._guests.values()}
+                guest.record['uid'] = confinement.pick_uid(
+                    self.conf, taken, by_agent=self.USER_SWITCHED_BY_AGENT)
+                guest.save()
+
+    def _new_disk(self, bdm: dict, **place) -> dict:
+        return dict({'volume_id': bdm['volume_id'],
+                     'attachment_id': bdm['attachment_id'],
+                     'attach_mode': bdm['attach_mode'],
+                     'path': self.volumes.path(bdm['connection_info']),
+                     'multiattach': bool(bdm['connection_info'].get(
+                         'multiattach')),
+                     'boot_index': bdm.get('boot_index'),
+                     'overlay': None}, **place)
+
+    def _set_disks(self, guest, block_devices,
+                   place: typing.Callable[[dict], dict]) -> None:
+        """The disks of ``block_devices``, each kept where it was; a new
+        one goes where ``place(the disks so far)`` says."""
+        disks: dict[str, dict] = {}
+        # The boot disk first, where the firmware looks.
+        for bdm in sorted(block_devices, key=lambda bdm: (
+                bdm.get('boot_index') is None, bdm.get('boot_index') or 0)):
+            disk = guest.disks.get(bdm['volume_id']) or self._new_disk(
+                bdm, **place(disks))
+            disk.update(attachment_id=bdm['attachment_id'],
+                        attach_mode=bdm['attach_mode'],
+                        path=self.volumes.path(bdm['connection_info']))
+            disks[bdm['volume_id']] = disk
+        guest.record['disks'] = disks
+        guest.save()
+
+    def repoint(self, guest, disk, new_bdm, path: str) -> None:
+        """The disk is the new volume from now on."""
+        del guest.disks[disk['volume_id']]
+        disk.update(volume_id=new_bdm['volume_id'], path=path,
+                    attachment_id=new_bdm['attachment_id'])
+        guest.disks[disk['volume_id']] = disk
+        guest.save()
+
+    @staticmethod
+    def _swappable(guest, old_bdm) -> dict:
+        """The disk of a legacy swap: not one a migration holds."""
+        disk = guest.disks[old_bdm['volume_id']]
+        if disk.get('overlay'):
+            raise exception.DriverError(
+                action='swap volume %s' % disk['volume_id'],
+                reason='a volume migration has it on an overlay')
+        return disk
+
+    @staticmethod
+    def _offline(guest, running: bool, migration) -> bool:
+        """Whether a start has nothing to do: the migration is offline
+        (refused while the guest runs), or its guest went down."""
+        if migration['mode'] == states.MODE_LIVE and running:
+            return False
+        if running:
+            raise exception.InstanceMustBeShutOff(
+                host=migration['host'], instance_uuid=guest.uuid)
+        if migration['mode'] == states.MODE_LIVE:
+            # The guest powered off or died since it was seen running:
+            # nothing writes to src, so this is offline.
+            LOG.warning('Guest %s is not running: volume migration %s goes '
+                        'on offline', guest.uuid, migration['id'])
+        return True
+
+    def get_console_output(self, instance, length):
+        return console_tail(self._guest(instance).path('console.log'),
+                            length)
