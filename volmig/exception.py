@@ -39,8 +39,9 @@ class ConfigurationError(VolmigException):
 
 
 class DriverNotConfigured(ConfigurationError):
-    msg_fmt = ('[compute] driver is not set. Set it to "qemu"; "fake" keeps '
-               'guests in memory and moves no data, for tests only.')
+    msg_fmt = ('[compute] driver is not set. Set it to "qemu" or "libvirt"; '
+               '"fake" keeps guests in memory and moves no data, for tests '
+               'only.')
 
 
 class UnknownDriver(ConfigurationError):

@@ -74,8 +74,8 @@ class StartupRefusalTest(base.BaseTestCase):
         self.assertNotIn('Traceback', result.stderr)
 
     def test_unknown_driver(self):
-        result = self._start({('compute', 'driver'): 'libvirt'})
+        result = self._start({('compute', 'driver'): 'vmware'})
         self.assertEqual(1, result.returncode)
-        self.assertIn('[compute] driver "libvirt" is not one of: fake, '
-                      'qemu', result.stderr)
+        self.assertIn('[compute] driver "vmware" is not one of: fake, '
+                      'libvirt, qemu', result.stderr)
         self.assertNotIn('Traceback', result.stderr)
