@@ -15,12 +15,8 @@ the volume to pool-b. It prints:
 * the total migration time, and whether dst matches the guest's writes;
 * the compute agent's RSS, idle and after the migration.
 
-Then a real guest (volmig-guest, as ``tools/build-guest-image.sh`` built
-it) boots with a data volume and its writer acknowledges each block on the
-serial console while the volume migrates live. It prints the boot time,
-the acknowledged write rate, and the pause as the guest lived it: the
-longest gap between acknowledgements around start and around complete,
-against the median gap, beside the QMP-measured pauses.
+The pause a real guest lives, on each driver, is
+``benchmarks.guest_pauses``.
 
 Then, on the same disk (issue 13):
 
@@ -50,15 +46,13 @@ import os  # noqa: E402
 import subprocess  # noqa: E402  # nosec B404
 import time  # noqa: E402
 
+from benchmarks import polling  # noqa: E402
 from tests import nbd_writer as guest_io  # noqa: E402
-from tests import real_guest  # noqa: E402
 from tests.integration import cluster  # noqa: E402
 from volmig import block_storage  # noqa: E402
 from volmig import client  # noqa: E402
 from volmig import context as volmig_context  # noqa: E402
-from volmig import guest_writes  # noqa: E402
 from volmig import states  # noqa: E402
-from volmig.compute.drivers.qemu import guest as qemu_guest  # noqa: E402
 from volmig.conductor import rpcapi as conductor_rpcapi  # noqa: E402
 from volmig.conf import CONF  # noqa: E402
 from volmig.volume_service import copy as verified_copy  # noqa: E402
@@ -180,9 +174,9 @@ def _server(conductor, admin, volume_id: str) -> dict:
     [server] = conductor.build_instances(
         admin, 'bench', [{'volume_id': volume_id, 'boot_index': 0}], 1,
         None)
-    return _wait(lambda: conductor.instance_get(admin, server['uuid']),
-                 lambda s: s['vm_state'] == states.VM_ACTIVE,
-                 'the server to build')
+    return polling.until(
+        lambda: conductor.instance_get(admin, server['uuid']),
+        lambda s: s['vm_state'] == states.VM_ACTIVE, 'the server to build')
 
 
 def run_against_mirror(size_mb: int, pools: dict) -> None:
@@ -200,7 +194,8 @@ def run_against_mirror(size_mb: int, pools: dict) -> None:
         writer, load = start_load(server['uuid'], vol['id'], size_mb)
         began = time.perf_counter()
         migrate()
-        _wait(lambda: None, lambda _: done(), name, timeout=600, interval=0.05)
+        polling.until(lambda: None, lambda _: done(), name, timeout=600,
+                      interval=0.05)
         results[name] = (time.perf_counter() - began,
                          [w[4] for w in writer.writes if w[3] >= began])
         stop_load(writer, load)
@@ -276,9 +271,10 @@ def run_drain(pools: dict) -> None:
         drop_caches()
         began = time.perf_counter()
         volumes.drain_pool(admin, source, target, max_parallel=parallel)
-        drain = _wait(lambda s=source: volumes.pool_drain_get(admin, s),
-                      lambda d: d['status'] != 'running', 'the drain',
-                      timeout=1800, interval=0.2)
+        drain = polling.until(
+            lambda s=source: volumes.pool_drain_get(admin, s),
+            lambda d: d['status'] != 'running', 'the drain',
+            timeout=1800, interval=0.2)
         elapsed = time.perf_counter() - began
         if drain['progress']['volumes_done'] != len(drain['volumes']):
             raise SystemExit('the drain left volumes behind: %s'
@@ -349,97 +345,9 @@ def run(size_mb: int, compute_pid: int, pools: dict) -> None:
           % (idle_rss, rss_mib(compute_pid)))
 
 
-def _wait(fetch, done, what, timeout=300.0, interval=0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = fetch()
-        if done(value):
-            return value
-        time.sleep(interval)
-    raise SystemExit('timed out waiting for %s' % what)
-
-
-def run_real_guest(size_mb: int) -> None:
-    admin = volmig_context.get_admin_context()
-    conductor = conductor_rpcapi.ConductorAPI()
-    volumes = block_storage.get_adapter()
-    compute_state = os.path.join(CONF.state_path, 'compute')
-    real_guest.register(CONF.qemu.image_dir)
-    vol = volumes.create_volume(admin, size_mb, pool='pool-a')
-    began = time.monotonic()
-    [server] = conductor.build_instances(
-        admin, 'guest', [{'volume_id': vol['id'], 'boot_index': None}], 1,
-        None, image_ref='volmig-guest')
-    server = _wait(lambda: conductor.instance_get(admin, server['uuid']),
-                   lambda s: s['vm_state'] in (states.VM_ACTIVE,
-                                               states.VM_ERROR),
-                   'the guest to build')
-    if server['vm_state'] == states.VM_ERROR:
-        raise SystemExit('the guest failed to build: %s'
-                         % server['fault_message'])
-    console = guest_writes.ConsoleReader(os.path.join(
-        compute_state, 'guests', server['uuid'], 'console.sock'))
-    console.start()
-    serial = qemu_guest.serial(vol['id'])
-    console.wait_for('^ACK %s ' % serial, timeout=300)
-    booted = time.monotonic() - began
-    time.sleep(5)
-
-    # migrate_volume returns once start did: the start window.
-    start_began = time.monotonic()
-    volumes.migrate_volume(admin, vol['id'], 'pool-b', 0)
-    start_ended = time.monotonic()
-    copied = _wait(lambda: volumes.get_volume(admin, vol['id']),
-                   lambda v: v.get('migration_checksum')
-                   or v['migration_status'] == 'error', 'the copy')
-    complete_began = time.monotonic()
-    current = _wait(lambda: volumes.get_volume(admin, vol['id']),
-                    lambda v: v['migration_status'] in ('success', 'error'),
-                    'the switch')
-    if current['migration_status'] == 'error' or not copied:
-        raise SystemExit('migration failed: %s' % current['migration_error'])
-    migrated = client.MigrationClient().wait_for(
-        volmig_context.get_service_context(), current['migration_ids'][0],
-        states.COMPLETED)
-    complete_ended = time.monotonic()
-    time.sleep(2)
-
-    console.send('stop')
-    console.wait_for('volmig-guest: DONE', timeout=60)
-    conductor.stop_instance(admin, server['uuid'])
-    _wait(lambda: conductor.instance_get(admin, server['uuid']),
-          lambda s: s['vm_state'] == states.VM_STOPPED, 'the guest to stop')
-    console.close()
-    acks = guest_writes.acknowledged(console.text(), serial)
-    wrong = guest_writes.mismatches(current['path'], acks)
-    times = console.ack_times(serial)
-    pauses = migrated['pauses_ms'] or {}
-    print()
-    print('real guest (volmig-guest, %s): booted to its first '
-          'acknowledged write in %.1f s' % (qemu_guest.accelerator(CONF),
-                                            booted))
-    print('acknowledged writes: %d, %.0f/s (4 KiB, O_DIRECT + fsync each)'
-          % (len(acks), (len(times) - 1) / (times[-1] - times[0])))
-    print('median gap between acknowledgements: %.1f ms'
-          % console.median_gap(serial))
-    print('longest gap around start:    %.1f ms  (QMP blockdev-snapshot '
-          '%.2f ms)' % (console.longest_gap(serial, start_began,
-                                            start_ended),
-                        pauses.get('start', float('nan'))))
-    print('longest gap around complete: %.1f ms  (QMP blockdev-reopen '
-          '%.2f ms, job-complete %.2f ms)'
-          % (console.longest_gap(serial, complete_began, complete_ended),
-             pauses.get('switch', float('nan')),
-             pauses.get('complete', float('nan'))))
-    print('every acknowledged block is on pool-b: %s'
-          % ('yes' if acks and not wrong else 'NO: %s' % wrong[:3]))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--size-mb', type=int, default=1024)
-    parser.add_argument('--guest-size-mb', type=int, default=256,
-                        help='The real guest\'s data volume.')
     parser.add_argument('--cold-size-mb', type=int, default=2048,
                         help='The cold-cache copy\'s file.')
     parser.add_argument('--only', choices=('issue3', 'issue13'),
@@ -451,7 +359,6 @@ def main() -> None:
         if args.only != 'issue13':
             run(args.size_mb, services.processes['compute-1'].process.pid,
                 pools)
-            run_real_guest(args.guest_size_mb)
         if args.only != 'issue3':
             run_cold_copy(args.cold_size_mb, pools)
             run_against_mirror(args.size_mb, pools)

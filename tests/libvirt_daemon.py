@@ -3,12 +3,14 @@ no init system runs it (a container, CI)."""
 
 import os
 import shutil
+import signal
 import subprocess  # nosec B404
 import time
 
 import fixtures
 
 URI = 'qemu:///system'
+PID_FILE = '/run/libvirtd.pid'
 
 
 def unavailable() -> str | None:
@@ -24,7 +26,7 @@ def unavailable() -> str | None:
     return None
 
 
-def _answers() -> bool:
+def answers() -> bool:
     import libvirt
     try:
         libvirt.open(URI).close()
@@ -33,17 +35,32 @@ def _answers() -> bool:
     return True
 
 
+def start() -> None:
+    """virtlogd and libvirtd running, as systemd would have them; each
+    daemon refuses to start twice."""
+    if answers():
+        return
+    for daemon in ('virtlogd', 'libvirtd'):
+        subprocess.run([daemon, '--daemon'], check=False,  # nosec
+                       timeout=60, capture_output=True)
+    deadline = time.monotonic() + 60
+    while not answers():
+        if time.monotonic() > deadline:
+            raise RuntimeError('libvirtd did not answer on %s' % URI)
+        time.sleep(0.2)
+
+
+def kill() -> None:
+    """SIGKILL libvirtd, as a crash would; its guests run on."""
+    with open(PID_FILE) as pid_file:
+        pid = int(pid_file.read())
+    os.kill(pid, signal.SIGKILL)
+    while os.path.exists('/proc/%d' % pid):
+        time.sleep(0.01)
+
+
 class Libvirtd(fixtures.Fixture):
     """virtlogd and libvirtd running, as systemd would have them."""
 
     def _setUp(self):
-        if _answers():
-            return
-        for daemon in ('virtlogd', 'libvirtd'):
-            subprocess.run([daemon, '--daemon'], check=True,  # nosec
-                           timeout=60)
-        deadline = time.monotonic() + 60
-        while not _answers():
-            if time.monotonic() > deadline:
-                raise RuntimeError('libvirtd did not answer on %s' % URI)
-            time.sleep(0.2)
+        start()

@@ -1,8 +1,8 @@
 """The embedded default: every service in one process.
 
 SQLite and the state live under one directory; the transport is
-``fake://`` unless a RabbitMQ URL is given. With the qemu driver,
-volmig-volume runs too, with pools ``pool-a`` and ``pool-b`` under the
+``fake://`` unless a RabbitMQ URL is given. With the qemu or the libvirt
+driver, volmig-volume runs too, with pools ``pool-a`` and ``pool-b`` under the
 state directory, and the guest image built by
 ``tools/build-guest-image.sh`` is registered as ``volmig-guest``. The REST
 API uses noauth2.
@@ -30,7 +30,7 @@ def configure(state_dir: str, driver: str, transport_url: str) -> None:
     CONF.set_override('auth_strategy', 'noauth2', group='api')
     CONF.set_override('driver', driver, group='compute')
     CONF.set_override('stop_guests_on_exit', True, group='compute')
-    if driver == 'qemu':
+    if driver != 'fake':
         CONF.set_override('backend', 'file', group='volume')
         if not CONF.storage.pools:
             CONF.set_override('pools', {
@@ -55,6 +55,23 @@ def register_guest_image(build_dir: str) -> dict | None:
             initrd=os.path.join(build_dir, 'initrd.gz'),
             cmdline=cmdline.read().strip(),
             disk=os.path.join(build_dir, 'disk.raw'))
+
+
+def let_through(state_dir: str) -> None:
+    """Let other users through the directories above and under the state
+    directory, as a libvirt host needs (README, "Compute drivers"): each
+    guest's QEMU runs as a user of its own and opens its files by name.
+    Each file keeps its own mode, so nothing becomes readable."""
+    state_dir = os.path.abspath(state_dir)
+    directories = [state_dir]
+    while os.path.dirname(directories[-1]) != directories[-1]:
+        directories.append(os.path.dirname(directories[-1]))
+    for root, names, _ in os.walk(state_dir):
+        directories += [os.path.join(root, name) for name in names]
+    for directory in directories:
+        mode = os.stat(directory).st_mode
+        if not mode & 0o001:
+            os.chmod(directory, mode | 0o001)
 
 
 def compute_hosts(count: int) -> list[str]:

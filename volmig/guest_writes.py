@@ -7,20 +7,26 @@ serial console once the block is on the disk (``oflag=direct
 conv=fsync``). After a clean stop each slot must hold the block of the
 highest sequence number acknowledged for it, or zeros if none was.
 
-``ConsoleReader`` holds a guest's console socket, reads every line as it
-comes (a connected client that does not read stalls the guest's UART),
-and stamps it with the host's clock, so gaps in the acknowledgements can
-be set against the host's own events.
+``ConsoleReader`` reads every line of a guest's console as it comes, and
+stamps it with the host's clock, so gaps in the acknowledgements can be
+set against the host's own events. It holds the qemu driver's console
+socket (a connected client that does not read stalls the guest's UART),
+or follows the log file that libvirt writes the console to.
 """
 
+import os
 import re
 import socket
+import stat
 import threading
 import time
 
 BLOCK = 4096
 SLOTS = 256
 _ACK = re.compile(r'^ACK (\S+) (\d+)\s*$')
+# Seconds between looks at a console log file for new lines: well under
+# the 12-25 ms between the writer's acknowledgements.
+FOLLOW_INTERVAL = 0.002
 
 
 def block(seq: int) -> bytes:
@@ -71,18 +77,39 @@ def _newer_block(found: bytes, slot: int, slots: int, than: int) -> bool:
     return seq > than and seq % slots == slot and found == block(seq)
 
 
-class ConsoleReader(threading.Thread):
-    """Reads a guest's serial console socket, stamping each line."""
+def console_of(guest_dir: str) -> str:
+    """A guest's console: the qemu driver's socket, or the log file that
+    libvirt writes it to."""
+    path = os.path.join(guest_dir, 'console.sock')
+    return path if os.path.exists(path) else os.path.join(guest_dir,
+                                                          'console.log')
 
-    def __init__(self, socket_path: str, timeout: float = 60):
+
+class ConsoleReader(threading.Thread):
+    """Reads a guest's serial console, its socket or its log file,
+    stamping each line."""
+
+    def __init__(self, path: str, timeout: float = 60):
         super().__init__(daemon=True)
-        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         deadline = time.monotonic() + timeout
+        self._socket: socket.socket | None = None
+        self._file = None
+        self._closed = threading.Event()
         while True:
             try:
-                self._socket.connect(socket_path)
+                if stat.S_ISSOCK(os.stat(path).st_mode):
+                    self._socket = socket.socket(socket.AF_UNIX,
+                                                 socket.SOCK_STREAM)
+                    self._socket.connect(path)
+                else:
+                    # From its end: what came before has no time to stamp.
+                    self._file = open(path, 'rb')  # noqa: SIM115
+                    self._file.seek(0, os.SEEK_END)
                 break
             except (FileNotFoundError, ConnectionRefusedError):
+                if self._socket is not None:
+                    self._socket.close()
+                    self._socket = None
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
@@ -90,13 +117,25 @@ class ConsoleReader(threading.Thread):
         self.lines: list[tuple[float, str]] = []
         self._changed = threading.Condition()
 
+    def _read(self) -> bytes:
+        """What came next; empty once the console is closed."""
+        if self._socket is not None:
+            try:
+                return self._socket.recv(65536)
+            except OSError:
+                return b''
+        assert self._file is not None
+        while True:
+            data = self._file.read(65536)
+            # Once closed, what the file holds still counts.
+            if data or self._closed.is_set():
+                return data
+            time.sleep(FOLLOW_INTERVAL)
+
     def run(self):
         pending = b''
         while True:
-            try:
-                data = self._socket.recv(65536)
-            except OSError:
-                data = b''
+            data = self._read()
             now = time.monotonic()
             if not data:
                 break
@@ -110,6 +149,9 @@ class ConsoleReader(threading.Thread):
             self._changed.notify_all()
 
     def send(self, line: str) -> None:
+        """A line to the guest: only through a console socket."""
+        if self._socket is None:
+            raise ValueError('a console log file takes no input')
         self._socket.sendall(line.encode() + b'\n')
 
     def wait_for(self, pattern: str, timeout: float) -> str:
@@ -154,5 +196,9 @@ class ConsoleReader(threading.Thread):
             return '\n'.join(line for _, line in self.lines)
 
     def close(self) -> None:
-        self._socket.close()
+        self._closed.set()
+        if self._socket is not None:
+            self._socket.close()
         self.join(timeout=5)
+        if self._file is not None:
+            self._file.close()

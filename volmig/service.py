@@ -7,6 +7,7 @@ import threading
 import typing
 
 from oslo_log import log as logging
+import oslo_messaging as messaging
 from oslo_reports import guru_meditation_report as gmr
 from oslo_service import backend
 from oslo_service import service
@@ -96,6 +97,12 @@ class Service(service.Service):
         try:
             self._report(volmig_context.get_admin_context(), self.binary,
                          self.host, self.topic, version, capabilities)
+        except messaging.MessagingTimeout:
+            # The conductor is busy or away: the next beat tries again,
+            # and a trace would say nothing more.
+            LOG.warning('%s on %s could not report its state within %s s',
+                        self.binary, self.host, CONF.report_interval)
+            return
         except Exception:
             # A missed heartbeat must not stop the next one.
             LOG.exception('%s on %s could not report its state',

@@ -1,18 +1,23 @@
-"""volmig-compute that SIGKILLs itself, or its guest's QEMU, as its
-journal records a step.
+"""volmig-compute that SIGKILLs itself, its guest's QEMU, or libvirtd,
+as its journal records a step.
 
-    python -m tests.integration.crash_at [--qemu] ACTION:STEP [...]
+    python -m tests.integration.crash_at [--qemu|--libvirtd] ACTION:STEP
+        [...]
 
 The agent dies with the step's intent on disk and the step not taken,
 which is also the moment right after the step before it; recovery tests
 then start the real agent again. With ``--qemu`` the guest's QEMU dies
-instead, and the agent carries on into a step that fails.
+instead, and the agent carries on into a step that fails; with
+``--libvirtd`` libvirtd dies, and the agent carries on into a step that
+finds no daemon until the test starts it again.
 """
 
 import os
 import signal
 import sys
 import time
+
+from tests import libvirt_daemon
 
 
 def _kill_qemu(jobs_dir: str, instance_uuid: str) -> None:
@@ -36,13 +41,13 @@ def _alive(pid: int) -> bool:
 
 
 def main() -> None:
-    kill_qemu = sys.argv[1] == '--qemu'
-    if kill_qemu:
-        sys.argv.pop(1)
+    victim = 'agent'
+    if sys.argv[1] in ('--qemu', '--libvirtd'):
+        victim = sys.argv.pop(1)[2:]
     wanted = sys.argv.pop(1)
     # Imported only now: volmig.cmd reads the backend from sys.argv.
     from volmig.cmd import compute
-    from volmig.compute.drivers.qemu import journal
+    from volmig.compute.drivers import journal
 
     record = journal.Journal.record
 
@@ -50,8 +55,11 @@ def main() -> None:
         entry = record(self, migration_id, step, **details)
         if '%s:%s' % (entry.get('action'), step) != wanted:
             return entry
-        if kill_qemu:
+        if victim == 'qemu':
             _kill_qemu(self.directory, entry['instance_uuid'])
+            return entry
+        if victim == 'libvirtd':
+            libvirt_daemon.kill()
             return entry
         os.kill(os.getpid(), signal.SIGKILL)
         return entry

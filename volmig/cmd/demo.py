@@ -1,13 +1,15 @@
 """volmig-demo: a live migration of a volume a running guest writes to.
 
 It runs the embedded default in this process (conductor, volmig-volume,
-api and a compute agent with the qemu driver, on ``fake://`` with SQLite)
+api and a compute agent with the qemu driver, or with ``--driver
+libvirt`` the libvirt driver, on ``fake://`` with SQLite)
 and boots ``volmig-guest``, a real Linux guest, with a data volume in
 pool-a. The writer inside the guest keeps writing sequence-numbered
 blocks, each acknowledged on the serial console once it is on the disk,
 while volmig-volume migrates the volume live to pool-b. Then the guest is
 shut down cleanly, and every block it acknowledged is checked on pool-b.
-It prints the pauses as QEMU measured them and as the guest lived them.
+It prints the pauses as the agent measured them and as the guest lived
+them.
 """
 
 import logging
@@ -32,6 +34,9 @@ from volmig.volume_service import rpcapi as storage_rpcapi
 cli_opts = [
     cfg.StrOpt('state-dir', required=True,
                help='Directory for the database, pools and guests.'),
+    cfg.StrOpt('driver', default='qemu', choices=['qemu', 'libvirt'],
+               help='Compute driver: QEMU processes of the agent\'s own, '
+                    'or libvirt domains (libvirtd must be running).'),
     cfg.IntOpt('size-mb', default=256, min=16,
                help='Size of the volume.'),
     cfg.IntOpt('max-bandwidth-mbps', default=32, min=0,
@@ -91,8 +96,7 @@ def run_demo(size_mb: int, bandwidth: int) -> bool:
         return False
     guest_dir = os.path.join(compute_conf.state_path(CONF), 'guests',
                              server['uuid'])
-    console = guest_writes.ConsoleReader(os.path.join(guest_dir,
-                                                      'console.sock'))
+    console = guest_writes.ConsoleReader(guest_writes.console_of(guest_dir))
     console.start()
     serial = qemu_guest.serial(vol['id'])
     console.wait_for('^ACK %s ' % serial, timeout=120)
@@ -133,9 +137,10 @@ def run_demo(size_mb: int, bandwidth: int) -> bool:
           % ('YES' if not wrong else 'NO, %d slots differ: %s'
              % (len(wrong), '; '.join(wrong[:3]))))
     pauses = migration['pauses_ms'] or {}
-    print('guest I/O pauses (QMP round trip): start %.2f ms, switch '
+    print('guest I/O pauses (the %s call): start %.2f ms, switch '
           '%.2f ms, complete %.2f ms'
-          % (pauses.get('start', 0), pauses.get('switch', 0),
+          % ('QMP' if CONF.driver == 'qemu' else 'libvirt',
+             pauses.get('start', 0), pauses.get('switch', 0),
              pauses.get('complete', 0)))
     print('as the guest saw them: longest gap between acknowledged writes '
           '%.0f ms during the migration, median gap %.0f ms'
@@ -144,18 +149,43 @@ def run_demo(size_mb: int, bandwidth: int) -> bool:
     return bool(acks) and not wrong
 
 
+def _libvirt_unreachable() -> str | None:
+    """Why the libvirt driver cannot run, said before any service starts."""
+    try:
+        import libvirt
+    except ImportError:
+        return ("libvirt-python is not installed: pip install "
+                "'volmig[libvirt]'")
+    libvirt.registerErrorHandler(lambda *_: None, None)
+    try:
+        libvirt.open(CONF.libvirt.uri).close()
+    except libvirt.libvirtError as exc:
+        return ('libvirtd does not answer on %s (%s): start it '
+                '(systemctl start libvirtd, or virtlogd -d and libvirtd -d)'
+                % (CONF.libvirt.uri, exc.get_error_message()))
+    return None
+
+
 def main() -> None:
     CONF.register_cli_opts(cli_opts)
     config.parse_args(sys.argv[1:])
     if not CONF.verbose:
         logging.getLogger().setLevel(logging.WARNING)
-    embedded.configure(CONF.state_dir, 'qemu', 'fake://')
+    embedded.configure(CONF.state_dir, CONF.driver, 'fake://')
     if embedded.register_guest_image(CONF.guest_image) is None:
         print('volmig-guest is not built: run tools/build-guest-image.sh',
               file=sys.stderr)
         sys.exit(1)
+    if CONF.driver == 'libvirt':
+        reason = _libvirt_unreachable()
+        if reason:
+            print(reason, file=sys.stderr)
+            sys.exit(1)
     group = embedded.build(computes=1)
     group.start()
+    if CONF.driver == 'libvirt':
+        # The pools and the guests' directories exist now.
+        embedded.let_through(CONF.state_dir)
     try:
         ok = run_demo(CONF.size_mb, CONF.max_bandwidth_mbps)
     finally:

@@ -57,6 +57,7 @@ class GuestRecords:
         images: typing.Any
         _guests: dict
         _users: threading.Lock
+        journal: typing.Any
 
     def _guest(self, instance) -> typing.Any:
         try:
@@ -149,6 +150,9 @@ class GuestRecords:
             LOG.warning('Guest %s is not running: volume migration %s goes '
                         'on offline', guest.uuid, migration['id'])
         return True
+
+    def swaps_to_recover(self) -> list[dict]:
+        return self.journal.swaps()
 
     def get_console_output(self, instance, length):
         return console_tail(self._guest(instance).path('console.log'),

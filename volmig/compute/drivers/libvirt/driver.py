@@ -3,12 +3,13 @@ hypervisor manager that operators already run, monitor and debug with
 ``virsh``.
 
 This module is the guests' life (build, power, attach and detach); the
-live migration and the legacy swap are in ``migration``. Both run QEMU
+live migration is in ``migration``, the legacy swap in ``swap``. Both run QEMU
 as the qemu driver does: the same ``[qemu]`` settings (accelerator,
 memory, disk ports, O_DIRECT, images), and each guest's QEMU as a user of
 its own, which libvirt gives the guest's files while it uses them.
 """
 
+import contextlib
 import os
 import threading
 import time
@@ -22,8 +23,10 @@ from volmig import states
 from volmig.compute import volumes
 from volmig.compute.drivers import base
 from volmig.compute.drivers import guests
+from volmig.compute.drivers import journal
 from volmig.compute.drivers.libvirt import domain
 from volmig.compute.drivers.libvirt import migration
+from volmig.compute.drivers.libvirt import swap
 from volmig.compute.drivers.qemu import guest as qemu_guest
 from volmig.compute.drivers.qemu import images
 from volmig.conf import compute as compute_conf
@@ -68,16 +71,17 @@ def _next_target(guest) -> typing.Callable[[dict], dict]:
         list(guest.disks.values()) + list(disks.values()))}
 
 
-class LibvirtDriver(migration.LiveMigration, guests.GuestRecords,
-                    base.ComputeDriver):
+class LibvirtDriver(migration.LiveMigration, swap.LegacySwap,
+                    guests.GuestRecords, base.ComputeDriver):
 
     # libvirtd starts QEMU as the guest's user.
     USER_SWITCHED_BY_AGENT = False
 
     def __init__(self, conf):
         super().__init__(conf)
-        self._guests_dir = os.path.join(compute_conf.state_path(conf),
-                                        'guests')
+        root = compute_conf.state_path(conf)
+        self._guests_dir = os.path.join(root, 'guests')
+        self.journal = journal.Journal(os.path.join(root, 'jobs'))
         self.images = images.ImageStore(conf.qemu.image_dir)
         self.volumes = volumes.VolumeConnector(conf)
         self._guests: dict[str, domain.Guest] = {}
@@ -96,6 +100,11 @@ class LibvirtDriver(migration.LiveMigration, guests.GuestRecords,
         """libvirtd, connected again after it restarted."""
         with self._connecting:
             if self._connection is None or not self._connection.isAlive():
+                if self._connection is not None:
+                    # libvirtd went away: what it held is gone with it.
+                    with contextlib.suppress(libvirt.libvirtError):
+                        self._connection.close()
+                    self._connection = None
                 _start_events()
                 try:
                     connection = libvirt.open(self.conf.libvirt.uri)
@@ -108,15 +117,26 @@ class LibvirtDriver(migration.LiveMigration, guests.GuestRecords,
                 self._connection = connection
             return self._connection
 
+    def answers(self) -> bool:
+        """Whether libvirtd answers, on a new connection if need be."""
+        try:
+            # A call that goes to the daemon: some answer from the client.
+            self.connection().numOfDomains()
+        except (libvirt.libvirtError, exception.DriverError):
+            return False
+        return True
+
     def live_domain(self, guest: domain.Guest) -> libvirt.virDomain | None:
         """The guest's running domain, or None."""
         try:
             found = self.connection().lookupByUUIDString(guest.uuid)
+            # A transient domain that stops is gone: between the two calls
+            # too.
+            return found if found.isActive() else None
         except libvirt.libvirtError as exc:
             if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
                 return None
             raise failed('look up guest %s' % guest.uuid, exc)
-        return found if found.isActive() else None
 
     def is_running(self, guest: domain.Guest) -> bool:
         return self.live_domain(guest) is not None

@@ -11,6 +11,9 @@
 
 libvirt is the record of where each disk is: after an agent crash the
 driver reads the live XML and the block jobs, and aligns its own record.
+The journal says which step the agent was about to take, as the qemu
+driver's does; it decides only for a guest that is down, whose XML is
+gone.
 """
 
 import contextlib
@@ -25,8 +28,10 @@ from volmig import exception
 from volmig import states
 from volmig.compute.drivers import base
 from volmig.compute.drivers import guests
+from volmig.compute.drivers import journal as journal_mod
 from volmig.compute.drivers import qemu_img
 from volmig.compute.drivers.libvirt import domain
+from volmig.compute.drivers.libvirt import jobs
 
 LOG = logging.getLogger(__name__)
 
@@ -39,115 +44,17 @@ OVERLAY_MODE = 0o600
 COPY_POLL_INTERVAL = 0.05
 
 
-def pivot(found, target: str) -> float | None:
-    """Pivot a ready block job; its pause in ms, or None if it is not
-    ready yet."""
-    info = found.blockJobInfo(target, 0)
-    if not info or info['cur'] != info['end']:
-        return None
-    began = time.monotonic()
-    try:
-        found.blockJobAbort(target, libvirt.VIR_DOMAIN_BLOCK_JOB_ABORT_PIVOT)
-    except libvirt.libvirtError as exc:
-        if exc.get_error_code() == libvirt.VIR_ERR_BLOCK_COPY_ACTIVE:
-            return None  # Caught up, but not ready yet.
-        raise
-    return (time.monotonic() - began) * 1000
-
-
-class PivotJob(base.Job):
-    """A libvirt block job of one disk, whose end is its pivot."""
-
-    def __init__(self, driver: 'LiveMigration', guest: domain.Guest,
-                 disk: dict, action: str):
-        self._driver = driver
-        self._guest = guest
-        self._disk = disk
-        self._action = action
-        self.pauses: dict[str, float] = {}
-
-    def done(self, found) -> bool:
-        """Whether the job ended before this poll."""
-        return False
-
-    def pivoted(self, pause: float) -> None:
-        """The disk is on the job's target now."""
-
-    def poll(self) -> base.JobProgress:
-        guest, disk = self._guest, self._disk
-        with guest.lock:
-            found = self._driver.live_domain(guest)
-            if found is None:
-                raise exception.DriverError(action=self._action,
-                                            reason='the guest stopped')
-            if self.done(found):
-                return base.JobProgress(0, 0, True)
-            info = found.blockJobInfo(disk['target'], 0)
-            if not info:
-                raise exception.DriverError(action=self._action,
-                                            reason='libvirt has no job')
-            try:
-                pause = pivot(found, disk['target'])
-            except libvirt.libvirtError as exc:
-                raise exception.DriverError(action=self._action,
-                                            reason=exc.get_error_message())
-            if pause is None:
-                return base.JobProgress(info['cur'], info['end'], False)
-            self.pivoted(pause)
-            return base.JobProgress(info['end'], info['end'], True)
-
-
-class CommitJob(PivotJob):
-    """An active block commit of a disk's overlay into its backing."""
-
-    def __init__(self, driver: 'LiveMigration', guest: domain.Guest,
-                 disk: dict):
-        super().__init__(driver, guest, disk, 'commit the overlay of '
-                         'volume %s' % disk['volume_id'])
-
-    def done(self, found) -> bool:
-        live = domain.live_disk(found.XMLDesc(0), self._disk['target'])
-        if live and live['backing'] is None:
-            # Pivoted: by this job, or by one before an agent restart.
-            self._driver.drop_overlay(self._guest, self._disk)
-            return True
-        return False
-
-    def pivoted(self, pause: float) -> None:
-        self.pauses['complete'] = pause
-        self._driver.drop_overlay(self._guest, self._disk)
-
-
-class SwapJob(PivotJob):
-    """The legacy swap: a full block copy onto the new volume."""
-
-    def __init__(self, driver: 'LiveMigration', guest: domain.Guest,
-                 disk: dict, new_bdm: dict, new_path: str):
-        super().__init__(driver, guest, disk,
-                         'swap volume %s' % disk['volume_id'])
-        self._new_bdm = new_bdm
-        self._new_path = new_path
-
-    def pivoted(self, pause: float) -> None:
-        self._driver.repoint(self._guest, self._disk, self._new_bdm,
-                             self._new_path)
-
-
 class LiveMigration:
     """The migration methods of ``LibvirtDriver``."""
 
     if typing.TYPE_CHECKING:
         conf: typing.Any
         volumes: typing.Any
+        journal: journal_mod.Journal
 
         def _guest(self, instance) -> domain.Guest: ...
 
         def live_domain(self, guest: domain.Guest) -> typing.Any: ...
-
-        def repoint(self, guest, disk, new_bdm, path: str) -> None: ...
-
-        @staticmethod
-        def _swappable(guest, old_bdm) -> dict: ...
 
         @staticmethod
         def _offline(guest, running: bool, migration) -> bool: ...
@@ -187,32 +94,44 @@ class LiveMigration:
             if disk['attach_mode'] == 'ro' or disk.get('overlay'):
                 # Read-only: src is frozen already. Overlay: a repeat.
                 return {}
-            overlay = guest.path('overlay-%s.qcow2' % migration['id'])
-            self._img('create', '-q', '-f', 'qcow2', '-b', disk['path'],
-                      '-F', 'raw', overlay)
-            os.chmod(overlay, OVERLAY_MODE)
-            began = time.monotonic()
+            self.journal.record(migration['id'], 'snapshot', action='start',
+                                instance_uuid=guest.uuid,
+                                volume_id=disk['volume_id'])
             try:
-                found.snapshotCreateXML(
-                    domain.snapshot_xml(guest, disk, overlay),
-                    SNAPSHOT_FLAGS)
-            except libvirt.libvirtError as exc:
-                os.unlink(overlay)
-                raise exception.DriverError(
-                    action='put the writes to volume %s on an overlay'
-                    % disk['volume_id'], reason=exc.get_error_message())
-            pause = (time.monotonic() - began) * 1000
-            disk['overlay'] = overlay
-            guest.save()
+                pause = self._snapshot(guest, found, disk, migration['id'])
+            finally:
+                # Undone or done: nothing is left to reconcile.
+                self.journal.close(migration['id'])
             return {'start': pause}
 
+    def _snapshot(self, guest, found, disk, migration_id: str) -> float:
+        """Put a new overlay on top of the disk; returns the pause."""
+        overlay = guest.path('overlay-%s.qcow2' % migration_id)
+        self._img('create', '-q', '-f', 'qcow2', '-b', disk['path'],
+                  '-F', 'raw', overlay)
+        os.chmod(overlay, OVERLAY_MODE)
+        began = time.monotonic()
+        try:
+            found.snapshotCreateXML(
+                domain.snapshot_xml(guest, disk, overlay), SNAPSHOT_FLAGS)
+        except libvirt.libvirtError as exc:
+            os.unlink(overlay)
+            raise exception.DriverError(
+                action='put the writes to volume %s on an overlay'
+                % disk['volume_id'], reason=exc.get_error_message())
+        pause = (time.monotonic() - began) * 1000
+        disk['overlay'] = overlay
+        guest.save()
+        return pause
+
     def migration_cancel(self, instance, bdm, migration):
-        return self._merge(instance, bdm)
+        return self._merge(instance, bdm, migration['id'], 'cancel')
 
     def migration_commit(self, instance, bdm, migration):
-        return self._merge(instance, bdm)
+        return self._merge(instance, bdm, migration['id'], 'complete')
 
-    def _merge(self, instance, bdm) -> base.Job:
+    def _merge(self, instance, bdm, migration_id: str,
+               action: str) -> base.Job:
         """Commit the overlay into its backing: src on cancel, dst on
         complete (the switch made dst its backing)."""
         guest, disk = self._live_disk(instance, bdm)
@@ -221,10 +140,14 @@ class LiveMigration:
             if found is not None:
                 self._sync(guest, found, disk)
             if not disk.get('overlay'):
+                self.journal.close(migration_id)
                 return base.FinishedJob()
             if found is None:
-                self._merge_on_disk(guest, disk, disk['path'])
+                self._merge_on_disk(guest, disk, migration_id, disk['path'])
                 return base.FinishedJob()
+            self.journal.record(migration_id, 'commit', action=action,
+                                instance_uuid=guest.uuid,
+                                volume_id=disk['volume_id'])
             if not found.blockJobInfo(disk['target'], 0):
                 try:
                     found.blockCommit(
@@ -234,24 +157,36 @@ class LiveMigration:
                     raise exception.DriverError(
                         action='commit the overlay of volume %s'
                         % disk['volume_id'], reason=exc.get_error_message())
-            return CommitJob(self, guest, disk)
+            return jobs.CommitJob(typing.cast(typing.Any, self), guest, disk,
+                                  migration_id)
 
-    def _merge_on_disk(self, guest, disk, base_path: str) -> None:
-        """The guest is down: merge its overlay into ``base_path``."""
-        LOG.warning('Guest %(guest)s is down: merging overlay %(ovl)s into '
-                    '%(base)s on disk', {'guest': guest.uuid,
-                                         'ovl': disk['overlay'],
-                                         'base': base_path})
-        self._img('rebase', '-q', '-u', '-f', 'qcow2', '-b', base_path,
-                  '-F', 'raw', disk['overlay'])
-        self._img('commit', '-q', '-f', 'qcow2', disk['overlay'])
-        self.drop_overlay(guest, disk)
+    def _merge_on_disk(self, guest, disk, migration_id: str,
+                       base_path: str) -> None:
+        """The guest is down: merge its overlay into ``base_path``.
 
-    def drop_overlay(self, guest, disk) -> None:
+        A journal at ``drop_overlay`` means libvirt had pivoted off the
+        overlay and later writes went to the base: merging the stale
+        overlay again would undo them.
+        """
+        entry = self.journal.get(migration_id) or {}
+        if entry.get('step') != 'drop_overlay':
+            LOG.warning('Guest %(guest)s is down: merging overlay %(ovl)s '
+                        'into %(base)s on disk', {'guest': guest.uuid,
+                                                  'ovl': disk['overlay'],
+                                                  'base': base_path})
+            self._img('rebase', '-q', '-u', '-f', 'qcow2', '-b', base_path,
+                      '-F', 'raw', disk['overlay'])
+            self._img('commit', '-q', '-f', 'qcow2', disk['overlay'])
+        self.drop_overlay(guest, disk, migration_id)
+
+    def drop_overlay(self, guest, disk, migration_id: str) -> None:
+        """The overlay is merged: delete it, and the job is over."""
+        self.journal.record(migration_id, 'drop_overlay')
         with contextlib.suppress(FileNotFoundError):
             os.unlink(disk['overlay'])
         disk['overlay'] = None
         guest.save()
+        self.journal.close(migration_id)
 
     def migration_switch(self, instance, bdm, migration,
                          dst_connection_info):
@@ -264,6 +199,9 @@ class LiveMigration:
             if disk['path'] == dst_path:
                 return {}  # A repeat: switched already.
             guests.check_dst(disk, dst_path, migration['id'])
+            self.journal.record(migration['id'], 'switch',
+                                action='complete', instance_uuid=guest.uuid,
+                                volume_id=disk['volume_id'], dst=dst_path)
             figures = {}
             if migration['mode'] == states.MODE_LIVE and found is not None:
                 figures = self._switch_live(guest, found, disk, migration,
@@ -271,10 +209,11 @@ class LiveMigration:
             elif disk.get('overlay'):
                 # The guest went down after a live start. dst is src as it
                 # stood at start, so the overlay's writes go on top of it.
-                self._merge_on_disk(guest, disk, dst_path)
+                self._merge_on_disk(guest, disk, migration['id'], dst_path)
             disk.update(path=dst_path,
                         attachment_id=migration['dst_attachment_id'])
             guest.save()
+            self.journal.close(migration['id'])
             return figures
 
     def _switch_live(self, guest, found, disk, migration,
@@ -294,7 +233,9 @@ class LiveMigration:
         try:
             found.blockCopy(disk['target'], xml, None, flags)
             deadline = time.monotonic() + self.conf.qemu.qmp_timeout
-            while (pause := pivot(found, disk['target'])) is None:
+            while (pause := jobs.pivot(found, disk['target'], lambda:
+                                       self.journal.record(migration['id'],
+                                                           'pivot'))) is None:
                 if time.monotonic() > deadline:
                     found.blockJobAbort(disk['target'], 0)
                     raise exception.DriverError(
@@ -320,6 +261,12 @@ class LiveMigration:
         """
         guest, disk = self._live_disk(instance, bdm)
         first = guest.path('overlay-%s.qcow2' % migration['id'])
+        entry = self.journal.get(migration['id'])
+        if entry:
+            LOG.info('Volume migration %(id)s: the journal says step '
+                     '%(step)s of %(action)s', {
+                         'id': migration['id'], 'step': entry['step'],
+                         'action': entry.get('action')})
         with guest.lock:
             found = self.live_domain(guest)
             if found is not None:
@@ -341,24 +288,3 @@ class LiveMigration:
                     dst_connection_info):
                 return 'dst'
             return 'src'
-
-    def swap_volume(self, instance, old_bdm, new_bdm):
-        guest = self._guest(instance)
-        new_path = self.volumes.path(new_bdm['connection_info'])
-        with guest.lock:
-            disk = self._swappable(guest, old_bdm)
-            found = self.live_domain(guest)
-            if found is None:
-                self._img('convert', '-n', '-f', 'raw', '-O', 'raw',
-                          disk['path'], new_path)
-                self.repoint(guest, disk, new_bdm, new_path)
-                return base.FinishedJob()
-            try:
-                found.blockCopy(disk['target'],
-                                domain.copy_xml(new_path, 'raw'), None,
-                                libvirt.VIR_DOMAIN_BLOCK_COPY_REUSE_EXT)
-            except libvirt.libvirtError as exc:
-                raise exception.DriverError(
-                    action='swap volume %s' % disk['volume_id'],
-                    reason=exc.get_error_message())
-            return SwapJob(self, guest, disk, new_bdm, new_path)

@@ -4,16 +4,12 @@ import typing
 
 from volmig import exception
 from volmig.compute.drivers import base
+from volmig.compute.drivers import journal
 from volmig.compute.drivers.qemu import guest as guest_mod
 
 if typing.TYPE_CHECKING:
     from volmig.compute.drivers.qemu import overlay
     from volmig.compute.drivers.qemu import swap
-
-
-def swap_key(new_bdm: dict) -> str:
-    """The journal's name for a swap: it has no migration of its own."""
-    return 'swap-%s' % new_bdm['attachment_id']
 
 
 def commit_job_id(migration_id: str) -> str:
@@ -91,7 +87,7 @@ class MirrorJob(base.Job):
                     action='mirror the volume',
                     reason='QEMU has no job %s' % self.job_id)
             done, total = job['current-progress'], job['total-progress']
-            key = swap_key(self._new_bdm)
+            key = journal.swap_key(self._new_bdm)
             if job['status'] == 'ready':
                 self._driver.journal.record(key, 'pivot')
                 # The pivot: the device and its export move to the copy.

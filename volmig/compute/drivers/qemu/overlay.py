@@ -28,7 +28,7 @@ from volmig.compute.drivers.qemu import jobs
 from volmig.compute.drivers.qemu import settle
 
 if typing.TYPE_CHECKING:
-    from volmig.compute.drivers.qemu import journal as journal_mod
+    from volmig.compute.drivers import journal as journal_mod
 
 LOG = logging.getLogger(__name__)
 OVERLAY_MODE = 0o600

@@ -9,13 +9,13 @@ import typing
 
 from volmig import exception
 from volmig.compute.drivers import base
+from volmig.compute.drivers import journal as journal_mod
 from volmig.compute.drivers.qemu import guest as guest_mod
 from volmig.compute.drivers.qemu import jobs
 from volmig.compute.drivers.qemu import settle
 
 if typing.TYPE_CHECKING:
     from volmig.compute import volumes as volumes_mod
-    from volmig.compute.drivers.qemu import journal as journal_mod
 
 
 class LegacySwap:
@@ -41,7 +41,7 @@ class LegacySwap:
         new_path = self.volumes.path(new_bdm['connection_info'])
         with guest.lock:
             disk = self._swappable(guest, old_bdm)
-            key = jobs.swap_key(new_bdm)
+            key = journal_mod.swap_key(new_bdm)
             self.journal.record(key, 'mirror', action='swap',
                                 instance_uuid=guest.uuid, old_bdm=old_bdm,
                                 new_bdm=new_bdm)
@@ -66,10 +66,6 @@ class LegacySwap:
                 raise
             return job
 
-    def swaps_to_recover(self) -> list[dict]:
-        return [entry for entry in self.journal.open_entries()
-                if entry.get('action') == 'swap']
-
     def swap_recover(self, entry: dict) -> base.Job:
         """Settle a swap an agent crash cut short.
 
@@ -80,7 +76,7 @@ class LegacySwap:
         """
         old_bdm, new_bdm = entry['old_bdm'], entry['new_bdm']
         new_path = self.volumes.path(new_bdm['connection_info'])
-        key = jobs.swap_key(new_bdm)
+        key = journal_mod.swap_key(new_bdm)
         guest = self._guest({'uuid': entry['instance_uuid']})
         with guest.lock:
             disk = (guest.disks.get(old_bdm['volume_id'])

@@ -1,14 +1,20 @@
 """The job journal: what the agent is about to do to a guest's disk.
 
-One JSON file per migration, rewritten and fsynced before each QMP step,
-so an agent that restarts knows which step it was in and can compare it
-with what QEMU reports (doc/source/design.rst, "State and recovery").
+One JSON file per migration, rewritten and fsynced before each step it
+asks of QEMU or libvirt, so an agent that restarts knows which step it
+was in and can compare it with what the hypervisor reports
+(doc/source/design.rst, "State and recovery").
 """
 
 import json
 import os
 
 from volmig import atomic_file
+
+
+def swap_key(new_bdm: dict) -> str:
+    """The journal's name for a swap: it has no migration of its own."""
+    return 'swap-%s' % new_bdm['attachment_id']
 
 
 class Journal:
@@ -49,3 +55,8 @@ class Journal:
                 if entry:
                     entries.append(entry)
         return entries
+
+    def swaps(self) -> list[dict]:
+        """The legacy swaps left under way."""
+        return [entry for entry in self.open_entries()
+                if entry.get('action') == 'swap']

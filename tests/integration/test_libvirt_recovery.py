@@ -1,0 +1,143 @@
+"""The libvirt driver's agent SIGKILLed at every step its journal records,
+and libvirtd SIGKILLed in the middle of a block job.
+
+One real guest writes throughout, and its volume goes through one
+migration per step: the agent runs under ``crash_at``, which kills it the
+moment its journal records that step of start, cancel or complete; the
+guest keeps writing while no agent runs; then the real agent starts again
+and settles the disk from libvirt's live XML and block jobs. Last,
+libvirtd dies as the commit is about to pivot, and comes back. After each
+migration nothing is left over: no overlay and no journal entry. At the
+end the guest stops cleanly, and its volume holds every write it
+acknowledged, byte for byte.
+
+One guest for all the steps, not a test per step as for the qemu driver:
+a libvirt guest and its services take about 20 s to set up, and the
+steps are what differs.
+"""
+
+import glob
+import itertools
+import os
+import sys
+
+from tests import libvirt_daemon
+from tests.integration import test_libvirt
+from tests.integration import test_real_guests
+from volmig import exception
+from volmig import states
+
+CANCEL_STEPS = ('commit', 'job_complete', 'drop_overlay')
+COMPLETE_STEPS = ('switch', 'pivot', 'commit', 'job_complete',
+                  'drop_overlay')
+
+
+class LibvirtRecoveryTest(test_libvirt.LibvirtGuestTestCase):
+    attachment_id = test_real_guests.LiveDataPath.attachment_id
+
+    def options(self):
+        options = super().options()
+        # A start whose agent dies must fail in a test's time.
+        options[('DEFAULT', 'rpc_response_timeout')] = 15
+        return options
+
+    def crash_agent_at(self, *how: str) -> None:
+        """Replace the agent by one that dies (or kills libvirtd) at a
+        step: ``crash_at``'s arguments."""
+        self.cluster.restart('compute-1', command=[
+            sys.executable, '-m', 'tests.integration.crash_at', *how])
+        self.cluster.wait_until_registered()
+
+    def more_acks(self, server, volume_id, count=10) -> None:
+        self.wait_for_acks(server, volume_id,
+                           len(self.acks(server, volume_id)) + count)
+
+    def killed_then_back(self, server, volume_id) -> None:
+        """The agent died; the guest writes on; the agent comes back."""
+        self.cluster.wait_for_death('compute-1')
+        self.more_acks(server, volume_id)
+        self.cluster.restart('compute-1')
+        self.cluster.wait_until_registered()
+
+    def wait_completed(self, volume_id) -> None:
+        """Until the volume's migration is over: the volume lives on dst
+        once the guest switched, and the overlay's commit into it ends
+        the migration."""
+        [migration_id] = self.volumes.get_volume(
+            self.admin, volume_id)['migration_ids']
+        self.client.wait_for(self.ctxt, migration_id, states.COMPLETED)
+
+    def assert_nothing_left(self, server, step) -> None:
+        self.assertEqual([], glob.glob(os.path.join(
+            self.guest_dir(server), 'overlay-*')), step)
+        self.assertEqual([], os.listdir(os.path.join(
+            self.state_path, 'compute-1', 'jobs')), step)
+
+    def test_agent_killed_at_every_step(self):
+        vol = self.volume()
+        server = self.boot([vol])
+        self.wait_for_acks(server, vol['id'], 20)
+        attachment = self.attachment_id(server, vol['id'])
+
+        # Start: killed as it is about to put the overlay on top. The
+        # start fails; the guest stays on src.
+        self.crash_agent_at('start:snapshot')
+        exc = self.assertRaises(exception.ComputeUnavailable,
+                                self.client.start, self.ctxt, attachment)
+        self.assertNotIn('Traceback', exc.message)
+        [migration] = self.client.list(self.ctxt, instance_uuid=server)
+        self.killed_then_back(server, vol['id'])
+
+        def rolled_back():
+            found = self.client.get(self.ctxt, migration['id'])
+            return (found if found['status'] == states.ERROR
+                    and not found['recovery_needed'] else None)
+        failed = self.wait_until(rolled_back, what='the start rolled back')
+        self.assertIn('on src', failed['error_reason'])
+        self.assert_nothing_left(server, 'start:snapshot')
+
+        for step in CANCEL_STEPS:
+            self.crash_agent_at('cancel:' + step)
+            migration = self.client.start(self.ctxt, attachment)
+            self.more_acks(server, vol['id'])
+            self.client.cancel(self.ctxt, attachment)
+            self.killed_then_back(server, vol['id'])
+            self.client.wait_for(self.ctxt, migration['id'],
+                                 states.CANCELLED)
+            self.assert_nothing_left(server, 'cancel:' + step)
+
+        pools = itertools.cycle(('pool-b', 'pool-a'))
+        for step, pool in zip(COMPLETE_STEPS, pools, strict=False):
+            self.crash_agent_at('complete:' + step)
+            code, body = self.migrate(vol['id'], pool)
+            self.assertEqual(202, code, body)
+            self.killed_then_back(server, vol['id'])
+            migrated = self.wait_migrated(vol['id'])
+            self.assertEqual('success', migrated['migration_status'],
+                             'complete:%s: %s' % (
+                                 step, migrated.get('migration_error')))
+            self.assertIn('/%s/' % pool, self.path(vol['id']))
+            self.wait_completed(vol['id'])
+            self.assert_nothing_left(server, 'complete:' + step)
+
+        # libvirtd SIGKILLed as the commit is about to pivot: QEMU runs
+        # on; the agent asks again until a new libvirtd answers.
+        self.crash_agent_at('--libvirtd', 'complete:job_complete')
+        code, body = self.migrate(vol['id'], 'pool-a')
+        self.assertEqual(202, code, body)
+        self.wait_until(lambda: not libvirt_daemon.answers(),
+                        what='libvirtd to die')
+        self.more_acks(server, vol['id'])
+        libvirt_daemon.start()
+        migrated = self.wait_migrated(vol['id'])
+        self.assertEqual('success', migrated['migration_status'],
+                         migrated.get('migration_error'))
+        self.wait_completed(vol['id'])
+        self.assertIn('/pool-a/', self.path(vol['id']))
+        self.assert_nothing_left(server, 'libvirtd killed')
+
+        self.more_acks(server, vol['id'], 20)
+        self.stop(server)
+        self.assertIn('volmig-guest: DONE', self.console_log(server))
+        self.assert_acked_on(self.path(vol['id']),
+                             self.acks(server, vol['id']))
