@@ -41,8 +41,11 @@ def start() -> None:
     if answers():
         return
     for daemon in ('virtlogd', 'libvirtd'):
+        # Not captured: the daemon would hold the pipes open. One that
+        # runs already refuses to start again, which is fine.
         subprocess.run([daemon, '--daemon'], check=False,  # nosec
-                       timeout=60, capture_output=True)
+                       timeout=60, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while not answers():
         if time.monotonic() > deadline:

@@ -51,10 +51,15 @@ def main() -> None:
 
     record = journal.Journal.record
 
+    fired = []
+
     def record_then_die(self, migration_id, step, **details):
         entry = record(self, migration_id, step, **details)
-        if '%s:%s' % (entry.get('action'), step) != wanted:
+        # Once: a step taken again after the fault (a pivot asked again
+        # of a new libvirtd) must not bring the fault back.
+        if '%s:%s' % (entry.get('action'), step) != wanted or fired:
             return entry
+        fired.append(step)
         if victim == 'qemu':
             _kill_qemu(self.directory, entry['instance_uuid'])
             return entry

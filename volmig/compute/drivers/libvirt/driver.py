@@ -86,6 +86,9 @@ class LibvirtDriver(migration.LiveMigration, swap.LegacySwap,
         self.volumes = volumes.VolumeConnector(conf)
         self._guests: dict[str, domain.Guest] = {}
         self._connection: libvirt.virConnect | None = None
+        # How many times libvirtd was connected: a call that failed on an
+        # older connection failed because libvirtd went away.
+        self.connections = 0
         self._connecting = threading.Lock()
         self._users = threading.Lock()
 
@@ -115,6 +118,7 @@ class LibvirtDriver(migration.LiveMigration, swap.LegacySwap,
                     None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE,
                     self._lifecycle, None)
                 self._connection = connection
+                self.connections += 1
             return self._connection
 
     def answers(self) -> bool:

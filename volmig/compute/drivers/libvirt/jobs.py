@@ -65,14 +65,16 @@ class PivotJob(base.Job):
         """The disk is on the job's target now."""
 
     def poll(self) -> base.JobProgress:
+        connections = self._driver.connections
         try:
             self._last = self._poll()
         except (libvirt.libvirtError, exception.DriverError):
-            if self._driver.answers():
-                raise
-            # libvirtd died or restarts: QEMU runs the job on, and a new
-            # libvirtd finds it again; ask once it answers.
-            LOG.warning('%s: libvirtd does not answer; asking again',
+            if (self._driver.answers()
+                    and self._driver.connections == connections):
+                raise  # libvirtd was there all along: a real failure.
+            # libvirtd died, or restarted since this poll began: QEMU runs
+            # the job on, and a new libvirtd finds it again.
+            LOG.warning('%s: libvirtd went away; asking again',
                         self._action)
         return self._last
 
