@@ -26,6 +26,8 @@ concurrency.init_threading()
 
 import argparse  # noqa: E402
 import os  # noqa: E402
+import subprocess  # noqa: E402  # nosec B404
+import sys  # noqa: E402
 import time  # noqa: E402
 
 import fixtures  # noqa: E402
@@ -143,6 +145,13 @@ def main() -> None:
     parser.add_argument('--size-mb', type=int, default=256,
                         help='The guest\'s data volume.')
     args = parser.parse_args()
+    if len(args.driver) > 1:
+        # One process per driver: a process parses its configuration once.
+        for driver in args.driver:
+            subprocess.run([sys.executable, '-m', 'benchmarks.guest_pauses',
+                            '--driver', driver, '--size-mb',
+                            str(args.size_mb)], check=True)
+        return
     for driver in args.driver:
         with fixtures.Fixture() as daemons:
             if driver == 'libvirt':
