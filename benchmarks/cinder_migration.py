@@ -40,7 +40,7 @@ from tests import real_guest
 from tests.integration import cluster
 from volmig import config
 from volmig import guest_writes
-from volmig.compute.drivers.qemu import guest as qemu_guest
+from volmig.compute.drivers import guests
 from volmig.db import api as db_api
 from volmig.db import schema
 
@@ -133,7 +133,7 @@ class Deployment(fixtures.Fixture):
         with open(os.path.join(self.guests, server_id,
                                'console.log')) as log:
             return guest_writes.acknowledged(log.read(),
-                                             qemu_guest.serial(volume_id))
+                                             guests.serial(volume_id))
 
 
     def move_steps(self) -> list[tuple[str, str]]:

@@ -42,7 +42,7 @@ from volmig import context as volmig_context  # noqa: E402
 from volmig import embedded  # noqa: E402
 from volmig import guest_writes  # noqa: E402
 from volmig import states  # noqa: E402
-from volmig.compute.drivers.qemu import guest as qemu_guest  # noqa: E402
+from volmig.compute.drivers import guests  # noqa: E402
 from volmig.conductor import rpcapi as conductor_rpcapi  # noqa: E402
 from volmig.conf import CONF  # noqa: E402
 
@@ -69,7 +69,7 @@ def _boot(conductor, admin, volume_id: str):
     console = guest_writes.ConsoleReader(guest_writes.console_of(
         os.path.join(CONF.state_path, 'compute', 'guests', server['uuid'])))
     console.start()
-    console.wait_for('^ACK %s ' % qemu_guest.serial(volume_id), timeout=300)
+    console.wait_for('^ACK %s ' % guests.serial(volume_id), timeout=300)
     return server, console, time.monotonic() - began
 
 
@@ -83,7 +83,7 @@ def run(driver: str, size_mb: int) -> None:
     if driver == 'libvirt':
         embedded.let_through(CONF.state_path)
     server, console, booted = _boot(conductor, admin, vol['id'])
-    serial = qemu_guest.serial(vol['id'])
+    serial = guests.serial(vol['id'])
     time.sleep(5)
 
     # migrate_volume returns once start did: the start window.
@@ -120,7 +120,7 @@ def run(driver: str, size_mb: int) -> None:
     snapshot, switch, commit = CALLS[driver]
     print()
     print('%s driver: volmig-guest (%s) booted to its first acknowledged '
-          'write in %.1f s' % (driver, qemu_guest.accelerator(CONF), booted))
+          'write in %.1f s' % (driver, guests.accelerator(CONF), booted))
     print('acknowledged writes: %d, %.0f/s (4 KiB, O_DIRECT + fsync each)'
           % (len(acks), (len(times) - 1) / (times[-1] - times[0])))
     print('median gap between acknowledgements: %.1f ms'

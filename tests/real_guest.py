@@ -8,7 +8,7 @@ read/write without writing over each other.
 
 import os
 
-from volmig.compute.drivers.qemu import images
+from volmig.compute.drivers import images
 
 BUILD = os.path.join(os.path.dirname(os.path.dirname(__file__)), 'build',
                      'guest-image')

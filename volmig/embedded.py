@@ -13,7 +13,7 @@ import os
 from volmig import exception
 from volmig import service
 from volmig.api import http
-from volmig.compute.drivers.qemu import images
+from volmig.compute.drivers import images
 from volmig.conf import CONF
 from volmig.db import api as db_api
 from volmig.db import schema

@@ -12,7 +12,7 @@ import requests
 from tests import real_guest
 from tests.integration import base
 from volmig import guest_writes
-from volmig.compute.drivers.qemu import guest as qemu_guest
+from volmig.compute.drivers import guests
 
 BOOT_TIMEOUT = 180
 
@@ -154,7 +154,7 @@ class RealGuestTestCase(base.ProcessTestCase):
 
     def acks(self, server_id, volume_id):
         return guest_writes.acknowledged(self.console_log(server_id),
-                                         qemu_guest.serial(volume_id))
+                                         guests.serial(volume_id))
 
     def wait_for_acks(self, server_id, volume_id, count):
         self.wait_until(lambda: len(self.acks(server_id, volume_id))

@@ -16,7 +16,7 @@ import signal
 from oslo_utils import timeutils
 
 from tests.integration import real_guest_base
-from volmig.compute.drivers.qemu import guest as qemu_guest
+from volmig.compute.drivers import guests
 
 MIB = 1024 * 1024
 
@@ -202,7 +202,7 @@ class MixedPoolDrainTest(DrainTestCase):
         self.assert_acked_on(moved, on_acks[1], region=1)
         self.assertEqual([], os.listdir(os.path.join(self.state_path,
                                                      'pool-a')))
-        serial = qemu_guest.serial(single['id'])
+        serial = guests.serial(single['id'])
         self.start(s1)
         self.wait_until(lambda: 'RESUME %s %d' % (serial, max(single_acks))
                         in self.console_log(s1), timeout=120,

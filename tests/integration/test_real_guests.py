@@ -16,7 +16,7 @@ from tests import real_guest
 from tests.integration.real_guest_base import BOOT_TIMEOUT
 from tests.integration.real_guest_base import RealGuestTestCase
 from volmig import states
-from volmig.compute.drivers.qemu import guest as qemu_guest
+from volmig.compute.drivers import guests
 
 
 class LiveDataPath:
@@ -110,7 +110,7 @@ class LiveMigrationTest(LiveDataPath, RealGuestTestCase):
         self.wait_for_status(server, 'ACTIVE')
         self.assertEqual('', self.server_get(server)['image'])
         self.wait_for_acks(server, data['id'], 10)
-        self.assertIn('BOOT %s' % qemu_guest.serial(boot['id']),
+        self.assertIn('BOOT %s' % guests.serial(boot['id']),
                       self.console_log(server))
         code, body = self.migrate(boot['id'])
         self.assertEqual(202, code, body)
@@ -192,7 +192,7 @@ class LiveMigrationTest(LiveDataPath, RealGuestTestCase):
         # Booted again, the writer reads back where it was.
         self.start(server)
         self.wait_until(lambda: 'RESUME %s %d' % (
-            qemu_guest.serial(vol['id']), max(before))
+            guests.serial(vol['id']), max(before))
             in self.console_log(server), timeout=BOOT_TIMEOUT,
             what='the guest to resume from its last write')
         self.wait_for_acks(server, vol['id'], len(before) + 10)
@@ -237,7 +237,7 @@ class SharedVolumeTest(RealGuestTestCase):
         self.assert_acked_on(path, acks_a, region=0)
         self.assert_acked_on(path, acks_b, region=1)
 
-        serial = qemu_guest.serial(vol1['id'])
+        serial = guests.serial(vol1['id'])
         for server in (server_a, server_b):
             self.start(server)
         for server, acks in ((server_a, acks_a), (server_b, acks_b)):
@@ -255,7 +255,7 @@ class SharedVolumeTest(RealGuestTestCase):
         want = hashlib.sha256(content).hexdigest()
         servers = [self.boot([vol], host=host, mode='ro')
                    for host in ('compute-1', 'compute-2')]
-        serial = qemu_guest.serial(vol['id'])
+        serial = guests.serial(vol['id'])
         for server in servers:
             self.wait_until(lambda s=server: 'SUM %s' % serial
                             in self.console_log(s), timeout=BOOT_TIMEOUT,
@@ -309,7 +309,7 @@ class AttachDetachTest(RealGuestTestCase):
     def test_attach_and_detach_repeated_on_a_running_guest(self):
         server = self.boot([])
         vol = self.volume()
-        serial = qemu_guest.serial(vol['id'])
+        serial = guests.serial(vol['id'])
         for round_ in range(1, 3):
             code, body = self.attach(server, vol['id'])
             self.assertEqual(200, code, body)
@@ -330,7 +330,7 @@ class AttachDetachTest(RealGuestTestCase):
         vol = self.volume()
         code, body = self.attach(server, vol['id'])
         self.assertEqual(200, code, body)
-        self.wait_until(lambda: 'RESUME %s' % qemu_guest.serial(vol['id'])
+        self.wait_until(lambda: 'RESUME %s' % guests.serial(vol['id'])
                         in self.console_log(server), timeout=BOOT_TIMEOUT,
                         what='the guest to see the disk')
         code, body = self.detach(server, vol['id'])
@@ -359,7 +359,7 @@ class AttachDetachTest(RealGuestTestCase):
         self.assertFalse([c for c in codes if c >= 500], codes)
         # One attach per server wins; the guest sees the disk.
         self.assertEqual(3, codes.count(200), codes)
-        serial = qemu_guest.serial(shared['id'])
+        serial = guests.serial(shared['id'])
         for server in servers:
             self.wait_until(lambda s=server: 'RESUME %s' % serial
                             in self.console_log(s), timeout=BOOT_TIMEOUT,
@@ -370,6 +370,6 @@ class AttachDetachTest(RealGuestTestCase):
             code, body = self.attach(server, vol['id'])
             self.assertEqual(200, code, body)
             self.wait_until(lambda s=server, v=vol: 'RESUME %s' % (
-                qemu_guest.serial(v['id'])) in self.console_log(s),
+                guests.serial(v['id'])) in self.console_log(s),
                 timeout=BOOT_TIMEOUT,
                 what='guest %s to see the other disk' % server)

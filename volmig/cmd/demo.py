@@ -25,7 +25,7 @@ from volmig import context as volmig_context
 from volmig import embedded
 from volmig import guest_writes
 from volmig import states
-from volmig.compute.drivers.qemu import guest as qemu_guest
+from volmig.compute.drivers import guests
 from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
 from volmig.conf import compute as compute_conf
@@ -98,7 +98,7 @@ def run_demo(size_mb: int, bandwidth: int) -> bool:
                              server['uuid'])
     console = guest_writes.ConsoleReader(guest_writes.console_of(guest_dir))
     console.start()
-    serial = qemu_guest.serial(vol['id'])
+    serial = guests.serial(vol['id'])
     console.wait_for('^ACK %s ' % serial, timeout=120)
     print('server %s booted %s in %.1f s; its writer acknowledges '
           'blocks on the console' % (server['uuid'], embedded.GUEST_IMAGE,

@@ -27,7 +27,7 @@ from volmig import exception
 from volmig import rpc
 from volmig.cli import pools as pools_cli
 from volmig.cmd import manage_parser
-from volmig.compute.drivers.qemu import images
+from volmig.compute.drivers import images
 from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
 from volmig.db import schema as schema

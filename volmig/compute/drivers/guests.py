@@ -1,7 +1,7 @@
 """What the two drivers that run QEMU (``qemu`` and ``libvirt``) keep
-alike for a guest: its disks on record, its image, its user and its
-console log. Where a disk sits in the machine (a PCIe slot, a libvirt
-target) is each driver's own.
+alike for a guest: its accelerator, its disks on record and their
+serials, its image, its user and its console log. Where a disk sits in
+the machine (a PCIe slot, a libvirt target) is each driver's own.
 """
 
 import os
@@ -15,6 +15,21 @@ from volmig import states
 from volmig.compute.drivers.qemu import confinement
 
 LOG = logging.getLogger(__name__)
+
+
+def accelerator(conf) -> str:
+    if conf.qemu.accel != 'auto':
+        return conf.qemu.accel
+    # /dev/kvm alone is not enough: the paravirtual nested module
+    # (kvm_pvm) fails on a stock kernel's instructions.
+    hardware = any(os.path.isdir('/sys/module/%s' % module)
+                   for module in ('kvm_intel', 'kvm_amd'))
+    return 'kvm' if hardware else 'tcg'
+
+
+def serial(volume_id: str) -> str:
+    """The disk's virtio serial, as the guest sees it; at most 20 bytes."""
+    return volume_id[:20]
 
 
 def console_tail(path: str, length: int | None) -> str:

@@ -15,7 +15,7 @@ import threading
 from xml.etree import ElementTree  # nosec B405 -- libvirt's own XML
 
 from volmig import atomic_file
-from volmig.compute.drivers.qemu import guest as qemu_guest
+from volmig.compute.drivers import guests
 
 PREFIX = 'volmig-'
 # Others may pass through, not list: each file keeps its own mode.
@@ -91,7 +91,7 @@ def disk_element(disk: dict, direct_io: bool) -> ElementTree.Element:
         ElementTree.SubElement(backing, 'format', type='raw')
         ElementTree.SubElement(backing, 'source', file=disk['path'])
     ElementTree.SubElement(root, 'target', dev=disk['target'], bus='virtio')
-    ElementTree.SubElement(root, 'serial').text = qemu_guest.serial(
+    ElementTree.SubElement(root, 'serial').text = guests.serial(
         disk['volume_id'])
     if disk['attach_mode'] == 'ro':
         ElementTree.SubElement(root, 'readonly')

@@ -23,12 +23,11 @@ from volmig import states
 from volmig.compute import volumes
 from volmig.compute.drivers import base
 from volmig.compute.drivers import guests
+from volmig.compute.drivers import images
 from volmig.compute.drivers import journal
 from volmig.compute.drivers.libvirt import domain
 from volmig.compute.drivers.libvirt import migration
 from volmig.compute.drivers.libvirt import swap
-from volmig.compute.drivers.qemu import guest as qemu_guest
-from volmig.compute.drivers.qemu import images
 from volmig.conf import compute as compute_conf
 
 LOG = logging.getLogger(__name__)
@@ -198,7 +197,7 @@ class LibvirtDriver(migration.LiveMigration, swap.LegacySwap,
 
     def _launch(self, guest) -> None:
         xml = domain.domain_xml(guest, self.conf,
-                                qemu_guest.accelerator(self.conf),
+                                guests.accelerator(self.conf),
                                 self._image(guest))
         try:
             self.connection().createXML(xml, 0)

@@ -17,10 +17,10 @@ from volmig import states
 from volmig.compute import volumes
 from volmig.compute.drivers import base
 from volmig.compute.drivers import guests
+from volmig.compute.drivers import images
 from volmig.compute.drivers import journal as journal_mod
 from volmig.compute.drivers import qemu_img
 from volmig.compute.drivers.qemu import guest as guest_mod
-from volmig.compute.drivers.qemu import images
 from volmig.compute.drivers.qemu import monitor as qmp
 from volmig.compute.drivers.qemu import overlay
 from volmig.compute.drivers.qemu import swap

@@ -26,6 +26,7 @@ from oslo_log import log as logging
 
 from volmig import atomic_file
 from volmig import exception
+from volmig.compute.drivers import guests
 from volmig.compute.drivers.qemu import confinement
 from volmig.compute.drivers.qemu import monitor as qmp
 
@@ -46,21 +47,6 @@ def node_names(disk: dict) -> dict:
         names['overlay'] = 'v%do%d' % (slot, ogen)
         names['overlay_file'] = 'v%do%df' % (slot, ogen)
     return names
-
-
-def accelerator(conf) -> str:
-    if conf.qemu.accel != 'auto':
-        return conf.qemu.accel
-    # /dev/kvm alone is not enough: the paravirtual nested module
-    # (kvm_pvm) fails on a stock kernel's instructions.
-    hardware = any(os.path.isdir('/sys/module/%s' % module)
-                   for module in ('kvm_intel', 'kvm_amd'))
-    return 'kvm' if hardware else 'tcg'
-
-
-def serial(volume_id: str) -> str:
-    """The disk's virtio serial, as the guest sees it; at most 20 bytes."""
-    return volume_id[:20]
 
 
 def top_node(disk: dict) -> str:
@@ -139,7 +125,7 @@ class Guest:
         command = [
             self.conf.qemu.binary, '-name', 'guest=%s' % self.uuid,
             '-uuid', self.uuid, '-machine', 'q35',
-            '-accel', accelerator(self.conf), '-S', '-nodefaults',
+            '-accel', guests.accelerator(self.conf), '-S', '-nodefaults',
             '-no-user-config', '-sandbox', confinement.SANDBOX,
             '-m', str(self.conf.qemu.memory_mb), '-display', 'none',
             # Native PCIe hot-plug instead of ACPI: see the module doc.
@@ -327,7 +313,7 @@ class Guest:
         top = top_node(disk)
         device = {'driver': 'virtio-blk-pci', 'drive': top,
                   'id': names['device'], 'bus': names['port'],
-                  'serial': serial(disk['volume_id']),
+                  'serial': guests.serial(disk['volume_id']),
                   # Writers elsewhere are allowed only on a multiattach
                   # volume; any other volume keeps QEMU's write lock, so
                   # a second open of it fails.
