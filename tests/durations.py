@@ -2,9 +2,8 @@
 run balances its workers by time rather than by count (by count, one CI
 worker ran 31 minutes of integration tests and the other 23).
 
-    stestr list 'tests\\.integration\\.' | \\
-        python -m tests.durations save CLONE tests/integration/durations.json
-    python -m tests.durations stream tests/integration/durations.json | \\
+    stestr list | python -m tests.durations save CLONE tests/durations.json
+    python -m tests.durations stream tests/durations.json | \\
         stestr load --force-init
 
 ``save`` takes the times that CLONE's ``.stestr`` recorded for the listed

@@ -60,6 +60,15 @@ docs_done() {
         "$(cat build/docs.seconds)")")
 }
 
+# stestr balances its workers by the durations it has recorded; a fresh
+# clone has none, and by count alone one worker ran 31 minutes of
+# integration tests and the other 23 (and one unit/functional worker 2:23
+# to another's 0:42). Seed them from a measured run; each stage's run
+# records its own times over the seed's.
+.venv/bin/python -m tests.durations stream tests/durations.json \
+    | .venv/bin/stestr load --force-init >/dev/null ||
+    echo "tests/durations.json not loaded: workers by count"
+
 # Unit and functional tests spend three quarters of their time waiting
 # on in-process services' threads (measured: 63 s of CPU in 174 s on two
 # workers), so four workers on two cores take half the time.
@@ -69,12 +78,6 @@ docs_done
 stage unit-functional-postgresql \
     env VOLMIG_TEST_DB_URL="$PG_URL" \
     .venv/bin/stestr run --concurrency 4 'tests\.(unit|functional)\.'
-# stestr balances its workers by the durations it has recorded; a fresh
-# clone has none, and by count alone one worker ran 31 minutes of
-# integration tests and the other 23. Seed them from a measured run.
-.venv/bin/python -m tests.durations stream tests/integration/durations.json \
-    | .venv/bin/stestr load --force-init >/dev/null ||
-    echo "tests/integration/durations.json not loaded: workers by count"
 stage integration-postgresql \
     env VOLMIG_TEST_DB_URL="$PG_URL" \
     .venv/bin/stestr run 'tests\.integration\.'
