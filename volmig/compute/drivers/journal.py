@@ -9,7 +9,11 @@ was in and can compare it with what the hypervisor reports
 import json
 import os
 
+from oslo_log import log as logging
+
 from volmig import atomic_file
+
+LOG = logging.getLogger(__name__)
 
 
 def swap_key(new_bdm: dict) -> str:
@@ -39,6 +43,17 @@ class Journal:
                 return json.load(handle)
         except FileNotFoundError:
             return None
+
+    def announce(self, migration_id: str) -> dict | None:
+        """Log the step a migration's journal was left at, for recovery;
+        returns its entry."""
+        entry = self.get(migration_id)
+        if entry:
+            LOG.info('Volume migration %(id)s: the journal says step '
+                     '%(step)s of %(action)s', {
+                         'id': migration_id, 'step': entry['step'],
+                         'action': entry.get('action')})
+        return entry
 
     def close(self, migration_id: str) -> None:
         """The job is over; nothing is left to reconcile."""

@@ -261,12 +261,7 @@ class LiveMigration:
         """
         guest, disk = self._live_disk(instance, bdm)
         first = guest.path('overlay-%s.qcow2' % migration['id'])
-        entry = self.journal.get(migration['id'])
-        if entry:
-            LOG.info('Volume migration %(id)s: the journal says step '
-                     '%(step)s of %(action)s', {
-                         'id': migration['id'], 'step': entry['step'],
-                         'action': entry.get('action')})
+        self.journal.announce(migration['id'])
         with guest.lock:
             found = self.live_domain(guest)
             if found is not None:

@@ -255,12 +255,7 @@ class OverlayMigration:
         so its writes get merged. Returns the side the guest is on.
         """
         guest, disk = self._live_disk(instance, bdm)
-        entry = self.journal.get(migration['id'])
-        if entry:
-            LOG.info('Volume migration %(id)s: the journal says step '
-                     '%(step)s of %(action)s', {
-                         'id': migration['id'], 'step': entry['step'],
-                         'action': entry.get('action')})
+        self.journal.announce(migration['id'])
         with guest.lock:
             path = self._overlay_path(guest, migration['id'])
             if guest.is_running():
