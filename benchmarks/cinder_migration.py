@@ -20,15 +20,20 @@ backend of Cinder's NFS driver, on the same disk, by ``os-retype
 Each time is from the retype request to Cinder's ``migration_status:
 success``; the attached runs also check every acknowledged write on the
 new backend. Each attached run also times a detached volume's move while
-its guest writes, the baseline under the same load. Run as root (bind
-mounts), after ``tools/bootstrap.sh``::
+its guest writes, the baseline under the same load. Last, the copy's own
+floor: Cinder's ``dd`` against volmig's verified copy and its read-back.
+Run as root (bind mounts), after ``tools/bootstrap.sh``::
 
-    .venv/bin/python -m benchmarks.cinder_migration [--size-gb 1]
+    .venv/bin/python -m benchmarks.cinder_migration [--size-gb 1] \\
+        [--runs 3] [--logs DIR]
 """
 
 import argparse
 import os
 import re
+import shutil
+import statistics
+import subprocess  # nosec: dd, as Cinder runs it
 import time
 
 import fixtures
@@ -43,6 +48,10 @@ from volmig import guest_writes
 from volmig.compute.drivers import guests
 from volmig.db import api as db_api
 from volmig.db import schema
+from volmig.volume_service import copy as copy_mod
+
+# volmig's copy chunk ([storage] copy_chunk_kb's default).
+CHUNK = 4096 * 1024
 
 
 class Deployment(fixtures.Fixture):
@@ -94,11 +103,8 @@ class Deployment(fixtures.Fixture):
             'size': size_gb, 'pool': volume_type}})['volume']['id']
         openstack.wait_for('the volume', lambda: self.cinder.volume(
             volume_id)['status'] == 'available')
-        path = self.cinder.volume_file(self.cinder.volume(volume_id))
-        with open(path, 'r+b') as handle:
-            for _ in range(size_gb * 1024):
-                handle.write(os.urandom(1024 * 1024))
-            os.fsync(handle.fileno())
+        real_guest.fill(self.cinder.volume_file(
+            self.cinder.volume(volume_id)), size_gb * 1024)
         return volume_id
 
     def retype(self, volume_id: str, new_type: str) -> float:
@@ -116,6 +122,12 @@ class Deployment(fixtures.Fixture):
             raise SystemExit('the migration failed:\n%s'
                              % self.cinder.errors())
         return time.monotonic() - began
+
+    def discard(self, *volume_ids: str) -> None:
+        """Delete volumes: Cinder's quota allows a project ten."""
+        for volume_id in volume_ids:
+            self.cinder.request('DELETE', '/volumes/%s' % volume_id
+                                ).raise_for_status()
 
     def boot(self, volume_id: str) -> str:
         server = self.rest('POST', '/servers', {'server': {
@@ -141,6 +153,14 @@ class Deployment(fixtures.Fixture):
         with open(os.path.join(self.dir, 'conductor.log')) as log:
             return re.findall(r'Volume move \S+: step (\w+) took ([\d.]+) s',
                               log.read())
+
+    def manager_steps(self) -> list[tuple[str, str]]:
+        """(step, seconds) of the move, from volmig's manager's log in
+        cinder-volume."""
+        with open(os.path.join(self.cinder.dir,
+                               'volmig-manager.log')) as log:
+            return re.findall(r'Attached volume \S+: step (\w+) took '
+                              r'([\d.]+) s', log.read())
 
 
 def attached(deployment: Deployment, size_gb: int, old_type: str,
@@ -174,35 +194,108 @@ def attached(deployment: Deployment, size_gb: int, old_type: str,
         deployment.cinder.volume(volume_id))
     lost = guest_writes.mismatches(new_file, deployment.acks(
         server_id, volume_id))
+    deployment.rest('DELETE', '/servers/%s' % server_id)
+    openstack.wait_for('the volume to be detached', lambda: deployment.cinder.
+                       volume(volume_id)['status'] == 'available')
+    deployment.discard(volume_id, detached_id)
     return detached, seconds, written, len(lost)
+
+
+def copy_floor(directory: str, size_gb: int) -> dict[str, float]:
+    """Seconds of each part of a copy of one volume's file, idle, on the
+    file system of Cinder's shares: Cinder's ``dd`` (as
+    ``volume_utils.copy_volume`` runs it), volmig's copy (src hashed as
+    read), and the read-back from the disk that verifies it."""
+    size = size_gb * 1024 ** 3
+    paths = [os.path.join(directory, 'floor-' + name)
+             for name in ('src', 'dd', 'volmig')]
+    for path in paths:
+        with open(path, 'wb') as handle:
+            handle.truncate(size)
+    src, by_dd, by_volmig = paths
+    real_guest.fill(src, size_gb * 1024)
+    times = {}
+
+    def timed(name, function, *args, **kwargs):
+        began = time.monotonic()
+        function(*args, **kwargs)
+        times[name] = time.monotonic() - began
+
+    try:
+        timed('Cinder\'s dd', subprocess.run, [  # nosec
+            'dd', 'if=' + src, 'of=' + by_dd, 'bs=1M', 'count=%d' % size,
+            'iflag=count_bytes,direct', 'oflag=direct'], check=True,
+            capture_output=True)
+        timed('volmig\'s copy', copy_mod.copy, src, by_volmig, CHUNK)
+        timed('its read-back', copy_mod.sha256_from_disk, by_volmig, CHUNK)
+    finally:
+        for path in paths:
+            os.unlink(path)
+    return times
+
+
+def keep_logs(target: str, *directories: str) -> None:
+    os.makedirs(target, exist_ok=True)
+    for directory in directories:
+        for name in os.listdir(directory):
+            if name.endswith('.log'):
+                shutil.copy(os.path.join(directory, name), target)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--size-gb', type=int, default=1)
+    parser.add_argument('--logs', metavar='DIR',
+                        help='keep the logs of volmig and Cinder there')
+    parser.add_argument('--runs', type=int, default=3,
+                        help='migrations of each kind; medians are printed')
     args = parser.parse_args()
+    paths = [('unmodified Cinder, volmig\'s compute API', 'nfs-a', 'nfs-b',
+              Deployment.move_steps),
+             ('volmig\'s manager in cinder-volume', 'nfs-c', 'nfs-d',
+              Deployment.manager_steps)]
+    results = []
     with Deployment() as deployment:
-        detached = deployment.retype(
-            deployment.filled_volume(args.size_gb, 'nfs-a'), 'nfs-b')
-        runs = [('unmodified Cinder, volmig\'s compute API',
-                 attached(deployment, args.size_gb, 'nfs-a', 'nfs-b'),
-                 deployment.move_steps()),
-                ('volmig\'s manager in cinder-volume',
-                 attached(deployment, args.size_gb, 'nfs-c', 'nfs-d'), [])]
+        if args.logs:
+            deployment.addCleanup(keep_logs, args.logs, deployment.dir,
+                                  deployment.cinder.dir)
+        floor = copy_floor(deployment.cinder.exports['nfs-a'], args.size_gb)
+        idle = []
+        for _ in range(args.runs):
+            volume_id = deployment.filled_volume(args.size_gb, 'nfs-a')
+            idle.append(deployment.retype(volume_id, 'nfs-b'))
+            deployment.discard(volume_id)
+        for name, old, new, steps in paths:
+            runs = [attached(deployment, args.size_gb, old, new)
+                    for _ in range(args.runs)]
+            results.append((name, runs, steps(deployment)))
     print('Cinder migration of a %d GiB volume (random data) to another '
-          'backend, os-retype on-demand' % args.size_gb)
-    print('  %-55s %6.1f s' % ('detached, Cinder\'s own copy, idle '
-                               'machine:', detached))
-    for name, (loaded, seconds, written, lost), steps in runs:
-        print('  %-55s %6.1f s' % ('detached, while the guest below '
-                                   'writes:', loaded))
-        print('  attached, %-45s %6.1f s  (%.2fx idle, %.2fx under the same '
-              'load; %d writes acknowledged meanwhile, %d missing on the new '
-              'volume)' % (name + ':', seconds, seconds / detached,
-                           seconds / loaded, written, lost))
-        if steps:
-            print('    volmig\'s steps: %s' % ', '.join(
-                '%s %s s' % step for step in steps))
+          'backend, os-retype on-demand; %d runs of each, medians'
+          % (args.size_gb, args.runs))
+    print('  %-55s %6.1f s  (runs: %s)' % (
+        'detached, Cinder\'s own copy, idle machine:',
+        statistics.median(idle), ', '.join('%.1f' % t for t in idle)))
+    for name, runs, steps in results:
+        print('  %s:' % name)
+        for loaded, seconds, written, lost in runs:
+            print('    attached %5.1f s, a detached volume meanwhile %5.1f s:'
+                  ' %.2fx; %d writes acknowledged meanwhile, %d missing on '
+                  'the new volume' % (seconds, loaded, seconds / loaded,
+                                      written, lost))
+        print('    median: attached %.1f s, %.2fx the detached copy under '
+              'the same load, %.2fx the idle one' % (
+                  statistics.median(run[1] for run in runs),
+                  statistics.median(run[1] / run[0] for run in runs),
+                  statistics.median(run[1] for run in runs)
+                  / statistics.median(idle)))
+        by_step: dict[str, list[float]] = {}
+        for step, seconds in steps:
+            by_step.setdefault(step, []).append(float(seconds))
+        print('    volmig\'s steps, medians: %s' % ', '.join(
+            '%s %.2f s' % (step, statistics.median(times))
+            for step, times in by_step.items()))
+    print('  the copy alone, idle: %s' % ', '.join(
+        '%s %.1f s' % item for item in floor.items()))
 
 
 if __name__ == '__main__':

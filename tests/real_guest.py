@@ -8,6 +8,7 @@ read/write without writing over each other.
 
 import os
 
+from volmig import guest_writes
 from volmig.compute.drivers import images
 
 BUILD = os.path.join(os.path.dirname(os.path.dirname(__file__)), 'build',
@@ -46,3 +47,16 @@ def register(image_dir: str, interval: float = TEST_INTERVAL) -> None:
                        cmdline='%s VOLMIG_INTERVAL=%g%s' % (
                            cmdline, interval, extra),
                        disk=os.path.join(BUILD, 'disk.raw'))
+
+
+def fill(path: str, mib: int) -> None:
+    """Random data in a volume's file up to ``mib`` MiB, so a copy has
+    something to move, around the writer's region (its first SLOTS
+    blocks), which stays zeros: the check reads a slot the guest has not
+    written yet as zeros, and a short run may not have written them all.
+    """
+    with open(path, 'r+b') as handle:
+        handle.seek(guest_writes.SLOTS * guest_writes.BLOCK)
+        while handle.tell() < mib * 1024 * 1024:
+            handle.write(os.urandom(1024 * 1024))
+        os.fsync(handle.fileno())

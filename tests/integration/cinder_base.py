@@ -13,9 +13,9 @@ import testtools
 
 from tests import cinder_deployment
 from tests import openstack
+from tests import real_guest
 from tests.integration import base
 from tests.integration import real_guest_base
-from volmig import guest_writes
 
 
 @testtools.skipIf(openstack.missing(), openstack.missing())
@@ -149,18 +149,10 @@ class CinderTestCase(base.DeployedOnceTestCase,
                                  region=region)
 
     def filled_volume(self, mib=256, volume_type='nfs-a'):
-        """A volume with data to copy, so the copy takes a while.
-
-        The guest writer's region (its first SLOTS blocks) stays zeros:
-        the check reads a slot the guest has not written yet as zeros,
-        and a short run may not have written them all.
-        """
+        """A volume with data to copy, so the copy takes a while."""
         volume = self.cinder_volume(volume_type)
-        with open(self.cinder.volume_file(self.cinder.volume(
-                volume['id'])), 'r+b') as handle:
-            handle.seek(guest_writes.SLOTS * guest_writes.BLOCK)
-            while handle.tell() < mib * 1024 * 1024:
-                handle.write(os.urandom(1024 * 1024))
+        real_guest.fill(self.cinder.volume_file(self.cinder.volume(
+            volume['id'])), mib)
         return volume
 
     def assert_moved_exactly(self, server, volume_id, backend='nfs-b'):

@@ -1,10 +1,11 @@
 """The real-guest data path on the libvirt driver: volmig-guest as a
 libvirt domain, its writer's every acknowledged block checked on the
-volume after a live migration, a cancel, a legacy swap, and a cancel
-after the agent was SIGKILLed with the overlay in libvirt's record but
-not in its own; and the
-hot-plug of a volume. It skips, saying why, where libvirt is not
-installed.
+volume after a live migration, a cancel, a legacy swap, an offline
+migration, and a cancel after the agent was SIGKILLed with the overlay in
+libvirt's record but not in its own; a volume shared by two agents'
+guests, read/write (never migrated live) and read-only (migrated live
+while both read); and the hot-plug of a volume. It skips, saying why,
+where libvirt is not installed.
 """
 
 import glob
@@ -56,6 +57,7 @@ class LibvirtGuestTestCase(real_guest_base.RealGuestTestCase):
 
 
 class LibvirtLiveMigrationTest(test_real_guests.LiveDataPath,
+                               test_real_guests.OfflineDataPath,
                                LibvirtGuestTestCase):
 
     def test_agent_killed_before_its_record_then_cancel(self):
@@ -91,6 +93,11 @@ class LibvirtLiveMigrationTest(test_real_guests.LiveDataPath,
         self.assertIn('/pool-a/', self.path(vol['id']))
         self.assert_acked_on(self.path(vol['id']),
                              self.acks(server, vol['id']))
+
+
+class LibvirtSharedVolumeTest(test_real_guests.SharedVolumes,
+                              LibvirtGuestTestCase):
+    COMPUTES = 2
 
 
 class LibvirtAttachDetachTest(LibvirtGuestTestCase):

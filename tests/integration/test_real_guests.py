@@ -1,4 +1,5 @@
-"""Real Linux guests (volmig-guest) on the qemu driver, two agents.
+"""Real Linux guests (volmig-guest) on the qemu driver, two agents; the
+mixins of this module run on the libvirt driver too (``test_libvirt``).
 
 Every guest runs the in-guest writer: sequence-numbered blocks, each
 acknowledged on the serial console once it is on the disk. A test stops
@@ -177,6 +178,12 @@ class LiveMigrationTest(LiveDataPath, RealGuestTestCase):
             what='the build to fail')
         self.assertIn('no-such-image', server['fault']['message'])
 
+
+class OfflineDataPath:
+    """The migration of a stopped guest's volume, run on the libvirt
+    driver (``test_libvirt``); the qemu driver's is in
+    ``test_qemu_data_path``, where its agent needs no guest."""
+
     def test_offline_complete_after_a_clean_stop(self):
         vol = self.volume()
         server = self.boot([vol])
@@ -200,8 +207,12 @@ class LiveMigrationTest(LiveDataPath, RealGuestTestCase):
         self.assert_acked_on(path, self.acks(server, vol['id']))
 
 
-class SharedVolumeTest(RealGuestTestCase):
-    """The seeds' scenario: one volume read/write on two hosts."""
+class SharedVolumes:
+    """The seeds' scenario: one volume read/write on two hosts, and one
+    read-only on two hosts migrated while both read. Run on the libvirt
+    driver (``test_libvirt``): on the qemu driver, ``test_multi_host``
+    migrates a read-only share live on two hosts of their own and refuses
+    a read/write one, and the conductor's rules are the same for both."""
 
     def test_shared_read_write_across_hosts(self):
         vol1, vol2 = self.volume(multiattach=True), self.volume()

@@ -145,6 +145,11 @@ class CinderVolumeAdapter(base.VolumeAdapter):
         return _volume(self._client.volumes.get(volume_id),
                        self._attachments_of(volume_id))
 
+    @_refusals('show a volume')
+    def volume_size_mb(self, ctxt, volume_id):
+        # The volume alone: get_volume lists its attachments too.
+        return self._client.volumes.get(volume_id).size * MIB_PER_GIB
+
     @_refusals('list volumes', not_found=None)
     def list_volumes(self, ctxt):
         volumes = self._client.volumes.list()

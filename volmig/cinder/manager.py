@@ -36,6 +36,7 @@ volume without attachments, and on ``delete_volume`` taking the
 ``<volume id>-delete_volume`` lock of Cinder's coordinator.
 """
 
+import contextlib
 import threading
 import time
 
@@ -49,6 +50,7 @@ from cinder.volume import manager
 from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_utils import excutils
+from oslo_utils import timeutils
 
 from volmig import client
 from volmig import context as volmig_context
@@ -129,9 +131,11 @@ class VolumeManager(manager.VolumeManager):
         if move is None:
             return super()._copy_volume_data(ctxt, src_vol, dest_vol,
                                              remote)
-        move.start()
+        with move.step('start'):
+            move.start()
         try:
-            super()._copy_volume_data(ctxt, src_vol, dest_vol, remote)
+            with move.step('copy'):
+                super()._copy_volume_data(ctxt, src_vol, dest_vol, remote)
         except Exception:
             with excutils.save_and_reraise_exception():
                 move.cancel()
@@ -149,13 +153,14 @@ class VolumeManager(manager.VolumeManager):
         # deletes it only while the volume is still 'migrating'.
         volume.migration_status = 'completing'
         volume.save()
-        move.complete(volume, new_volume)
+        with move.step('complete'):
+            move.complete(volume, new_volume)
         # The completion casts the delete of the old data, which carries
         # the new volume's id by then, before it moves the new attachments
         # onto the volume's id: a delete that came first would delete them
         # with it. The delete takes this lock first.
         with coordination.COORDINATOR.get_lock(
-                '%s-delete_volume' % new_volume.id):
+                '%s-delete_volume' % new_volume.id), move.step('cinder'):
             return super().migrate_volume_completion(ctxt, volume,
                                                      new_volume)
 
@@ -187,6 +192,16 @@ class Move:
         self.modes = {attachment.id: attachment.attach_mode or 'rw'
                       for attachment in volume.volume_attachment}
         self.migrations: list[dict] = []
+
+    @contextlib.contextmanager
+    def step(self, name: str):
+        """Log how long a step of the move took, for operators and
+        ``benchmarks/cinder_migration.py``."""
+        watch = timeutils.StopWatch().start()
+        yield
+        LOG.info('Attached volume %(id)s: step %(step)s took %(took).2f s',
+                 {'id': self.volume_id, 'step': name,
+                  'took': watch.elapsed()})
 
     def settle(self, volume) -> None:
         """End a migration that a stopped cinder-volume left under way."""

@@ -185,10 +185,10 @@ class MigrationConductor:
         bdm = db.bdm_get_by_attachment(ctxt, src_attachment_id)
         dst = self.volume_api.attachment_get(ctxt, dst_attachment_id)
         rules.check_dst_attachment(migration, dst)
-        rules.check_dst_volume(
-            migration,
-            self.volume_api.get_volume(ctxt, migration['volume_id']),
-            self.volume_api.get_volume(ctxt, dst['volume_id']))
+        rules.check_dst_volume(migration, *(
+            {'id': volume_id,
+             'size_mb': self.volume_api.volume_size_mb(ctxt, volume_id)}
+            for volume_id in (migration['volume_id'], dst['volume_id'])))
         # The compare-and-swap before any other change: a complete that
         # loses to a cancel, or to another complete, changes nothing.
         migration = db.migration_update(

@@ -60,6 +60,9 @@ ACTIVE = (REQUESTED, STARTING, COPYING, COMPLETING, RELEASING, NOTIFYING,
 # A status call every this many seconds while the agent copies: a few
 # calls a second for one move, and little time lost after its end.
 COPY_POLL_INTERVAL = 0.2
+# Seconds between looks at a switch under way, which takes a fraction of
+# a second: each look is one small call.
+SWITCH_POLL_INTERVAL = 0.05
 # Cinder has asked for every attachment within a second in every run
 # measured; a request that never comes fails the move after this.
 REQUEST_WAIT = 120
@@ -88,7 +91,8 @@ class MoveConductor:
         # volmig-api's RPC face: each action's sequence is written there
         # once, whoever the caller is.
         if self._client is None:
-            self._client = client_mod.MigrationClient()
+            self._client = client_mod.MigrationClient(
+                poll_interval=SWITCH_POLL_INTERVAL)
         return self._client
 
     # The swap requests.
@@ -287,7 +291,7 @@ class MoveConductor:
                 raise exception.BlockStorageUnavailable(
                     action='record attachment %s as attached'
                     % attachment_id, reason='it is still not')
-            time.sleep(0.2)
+            time.sleep(SWITCH_POLL_INTERVAL)
 
     def _drop_attachment(self, ctxt, attachment_id: str) -> None:
         try:
