@@ -9,6 +9,7 @@ where libvirt is not installed.
 """
 
 import glob
+import hashlib
 import json
 import os
 import signal
@@ -16,8 +17,10 @@ import signal
 from tests import libvirt_daemon
 from tests.integration import real_guest_base
 from tests.integration import test_real_guests
+from tests.integration.real_guest_base import BOOT_TIMEOUT
 from volmig import embedded
 from volmig import states
+from volmig.compute.drivers import guests
 
 
 class LibvirtGuestTestCase(real_guest_base.RealGuestTestCase):
@@ -98,6 +101,41 @@ class LibvirtLiveMigrationTest(test_real_guests.LiveDataPath,
 class LibvirtSharedVolumeTest(test_real_guests.SharedVolumes,
                               LibvirtGuestTestCase):
     COMPUTES = 2
+
+    def test_read_only_share_is_refused_live_and_both_keep_reading(self):
+        vol = self.volume(multiattach=True)
+        content = os.urandom(16 * 1024 * 1024)
+        with open(self.path(vol['id']), 'wb') as handle:
+            handle.write(content)
+        want = hashlib.sha256(content).hexdigest()
+        servers = [self.boot([vol], host=host, mode='ro')
+                   for host in ('compute-1', 'compute-2')]
+        serial = guests.serial(vol['id'])
+        for server in servers:
+            self.wait_until(lambda s=server: 'SUM %s' % serial
+                            in self.console_log(s), timeout=BOOT_TIMEOUT,
+                            what='a checksum from the guest')
+        code, body = self.migrate(vol['id'])
+        self.assertEqual(202, code, body)
+        moved = self.wait_migrated(vol['id'])
+        self.assertEqual('error', moved['migration_status'])
+        self.assertIn('the libvirt driver switches a read-only disk',
+                      moved['migration_error'])
+        # Refused at the first start, before any guest moved.
+        for migration in self.client.list(self.ctxt, volume_id=vol['id']):
+            self.assertIn(migration['status'],
+                          (states.ERROR, states.CANCELLED))
+        self.assertIn('/pool-a/', self.path(vol['id']))
+        counts = [self.console_log(s).count('SUM %s' % serial)
+                  for s in servers]
+        for server, count in zip(servers, counts, strict=True):
+            self.wait_until(lambda s=server, c=count: self.console_log(
+                s).count('SUM %s' % serial) >= c + 2, timeout=BOOT_TIMEOUT,
+                what='checksums after the refusal')
+            self.assertEqual({want}, {
+                line.split()[2] for line in self.console_log(
+                    server).splitlines() if line.startswith('SUM %s'
+                                                            % serial)})
 
 
 class LibvirtAttachDetachTest(LibvirtGuestTestCase):

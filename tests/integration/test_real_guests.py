@@ -207,12 +207,46 @@ class OfflineDataPath:
         self.assert_acked_on(path, self.acks(server, vol['id']))
 
 
+class SharedReadOnlyTest(RealGuestTestCase):
+    """A read-only volume on two hosts, migrated live while both guests
+    read it (the libvirt driver refuses it: ``test_libvirt``)."""
+
+    def test_read_only_share_migrates_live_while_both_read(self):
+        vol = self.volume(multiattach=True)
+        path = self.path(vol['id'])
+        content = os.urandom(16 * 1024 * 1024)
+        with open(path, 'wb') as handle:
+            handle.write(content)
+        want = hashlib.sha256(content).hexdigest()
+        servers = [self.boot([vol], host=host, mode='ro')
+                   for host in ('compute-1', 'compute-2')]
+        serial = guests.serial(vol['id'])
+        for server in servers:
+            self.wait_until(lambda s=server: 'SUM %s' % serial
+                            in self.console_log(s), timeout=BOOT_TIMEOUT,
+                            what='a checksum from the guest')
+        code, body = self.migrate(vol['id'])
+        self.assertEqual(202, code, body)
+        self.assertEqual('success',
+                         self.wait_migrated(vol['id'])['migration_status'])
+        counts = [self.console_log(s).count('SUM %s' % serial)
+                  for s in servers]
+        for server, count in zip(servers, counts, strict=True):
+            self.wait_until(lambda s=server, c=count: self.console_log(
+                s).count('SUM %s' % serial) >= c + 2, timeout=BOOT_TIMEOUT,
+                what='checksums after the migration')
+        for server in servers:
+            sums = {line.split()[2] for line in self.console_log(
+                server).splitlines() if line.startswith('SUM %s' % serial)}
+            self.assertEqual({want}, sums)
+        self.assertIn('/pool-b/', self.path(vol['id']))
+
+
 class SharedVolumes:
-    """The seeds' scenario: one volume read/write on two hosts, and one
-    read-only on two hosts migrated while both read. Run on the libvirt
-    driver (``test_libvirt``): on the qemu driver, ``test_multi_host``
-    migrates a read-only share live on two hosts of their own and refuses
-    a read/write one, and the conductor's rules are the same for both."""
+    """The seeds' scenario: one volume read/write on two hosts. Run on the
+    libvirt driver (``test_libvirt``): on the qemu driver,
+    ``test_multi_host`` refuses a read/write share on two hosts of their
+    own, and the conductor's rules are the same for both."""
 
     def test_shared_read_write_across_hosts(self):
         vol1, vol2 = self.volume(multiattach=True), self.volume()
@@ -256,36 +290,6 @@ class SharedVolumes:
                 lambda s=server, a=acks: 'RESUME %s %d' % (serial, max(a))
                 in self.console_log(s), timeout=BOOT_TIMEOUT,
                 what='guest %s to read back its last write' % server)
-
-    def test_read_only_share_migrates_live_while_both_read(self):
-        vol = self.volume(multiattach=True)
-        path = self.path(vol['id'])
-        content = os.urandom(16 * 1024 * 1024)
-        with open(path, 'wb') as handle:
-            handle.write(content)
-        want = hashlib.sha256(content).hexdigest()
-        servers = [self.boot([vol], host=host, mode='ro')
-                   for host in ('compute-1', 'compute-2')]
-        serial = guests.serial(vol['id'])
-        for server in servers:
-            self.wait_until(lambda s=server: 'SUM %s' % serial
-                            in self.console_log(s), timeout=BOOT_TIMEOUT,
-                            what='a checksum from the guest')
-        code, body = self.migrate(vol['id'])
-        self.assertEqual(202, code, body)
-        self.assertEqual('success',
-                         self.wait_migrated(vol['id'])['migration_status'])
-        counts = [self.console_log(s).count('SUM %s' % serial)
-                  for s in servers]
-        for server, count in zip(servers, counts, strict=True):
-            self.wait_until(lambda s=server, c=count: self.console_log(
-                s).count('SUM %s' % serial) >= c + 2, timeout=BOOT_TIMEOUT,
-                what='checksums after the migration')
-        for server in servers:
-            sums = {line.split()[2] for line in self.console_log(
-                server).splitlines() if line.startswith('SUM %s' % serial)}
-            self.assertEqual({want}, sums)
-        self.assertIn('/pool-b/', self.path(vol['id']))
 
     def test_second_attach_of_a_single_attach_volume_is_refused(self):
         vol, other = self.volume(), self.volume()

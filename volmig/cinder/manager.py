@@ -14,14 +14,16 @@ attached one it hands to the compute service, one swap per attachment.
 This manager runs Cinder's detached sequence for an attached volume too,
 with volmig around the copy:
 
-1. Cinder creates the new volume;
-2. volmig starts each attachment: from then on nothing writes to the old
+1. volmig starts each attachment: from then on nothing writes to the old
    volume. volmig's rules decide what may start (two read/write
    attachments of a multiattach volume may not): a refusal comes before
-   any guest is touched, and Cinder deletes the new volume;
+   any guest is touched or any volume made;
+2. Cinder creates the new volume (the guests meanwhile write to their
+   overlays);
 3. Cinder copies between the backends, so any pair of Cinder drivers
-   works. If the copy fails, volmig cancels each start: the guests stay
-   on the old volume;
+   works. If making the new volume or the copy fails, volmig cancels each
+   start: the guests stay on the old volume, and Cinder deletes the new
+   one;
 4. volmig completes each attachment onto an attachment of the new volume;
 5. the old attachments are deleted, and Cinder's completion gives the new
    data the volume's id and deletes the old data.
@@ -116,12 +118,25 @@ class VolumeManager(manager.VolumeManager):
         if not volume.volume_attachment:
             return super()._migrate_volume_generic(ctxt, volume, backend,
                                                    new_type_id)
-        self._moves[volume.id] = Move(self._volmig(), self, ctxt, volume)
+        move = self._moves[volume.id] = Move(self._volmig(), self, ctxt,
+                                             volume)
         try:
-            # Cinder's own sequence for a detached volume; the two methods
-            # below put volmig around its copy.
-            super()._migrate_volume_generic(ctxt, _detached_view(volume),
-                                            backend, new_type_id)
+            # Before Cinder makes the new volume: a refusal comes before
+            # anything is made, and the start overlaps Cinder's wait for
+            # the new volume (a second at least: it polls at 1, 4, 9 s).
+            with move.step('start'):
+                move.start()
+            try:
+                # Cinder's own sequence for a detached volume; the two
+                # methods below put volmig around its copy.
+                super()._migrate_volume_generic(ctxt, _detached_view(volume),
+                                                backend, new_type_id)
+            except Exception:
+                with excutils.save_and_reraise_exception():
+                    # From the completion on, a guest may be on the new
+                    # volume: the completion takes back only the others.
+                    if not move.completing:
+                        move.cancel()
         finally:
             del self._moves[volume.id]
 
@@ -131,14 +146,8 @@ class VolumeManager(manager.VolumeManager):
         if move is None:
             return super()._copy_volume_data(ctxt, src_vol, dest_vol,
                                              remote)
-        with move.step('start'):
-            move.start()
-        try:
-            with move.step('copy'):
-                super()._copy_volume_data(ctxt, src_vol, dest_vol, remote)
-        except Exception:
-            with excutils.save_and_reraise_exception():
-                move.cancel()
+        with move.step('copy'):
+            super()._copy_volume_data(ctxt, src_vol, dest_vol, remote)
         LOG.info('Volume %(src)s copied to %(dst)s while its guests wrote '
                  'to their overlays', {'src': src_vol.id,
                                        'dst': dest_vol.id})
@@ -153,6 +162,7 @@ class VolumeManager(manager.VolumeManager):
         # deletes it only while the volume is still 'migrating'.
         volume.migration_status = 'completing'
         volume.save()
+        move.completing = True
         with move.step('complete'):
             move.complete(volume, new_volume)
         # The completion casts the delete of the old data, which carries
@@ -192,6 +202,7 @@ class Move:
         self.modes = {attachment.id: attachment.attach_mode or 'rw'
                       for attachment in volume.volume_attachment}
         self.migrations: list[dict] = []
+        self.completing = False
 
     @contextlib.contextmanager
     def step(self, name: str):

@@ -11,6 +11,7 @@ its own, which libvirt gives the guest's files while it uses them.
 
 import contextlib
 import os
+import shutil
 import threading
 import time
 import typing
@@ -198,11 +199,26 @@ class LibvirtDriver(migration.LiveMigration, swap.LegacySwap,
     def _launch(self, guest) -> None:
         xml = domain.domain_xml(guest, self.conf,
                                 guests.accelerator(self.conf),
-                                self._image(guest))
+                                self._boot_files(guest))
         try:
             self.connection().createXML(xml, 0)
         except libvirt.libvirtError as exc:
             raise failed('start guest %s' % guest.uuid, exc)
+
+    def _boot_files(self, guest) -> dict | None:
+        """The guest's image, with its kernel and initrd copied into the
+        guest's directory, as Nova keeps them per instance: libvirt gives
+        each file to the guest's own user while it runs, and refuses
+        another guest, of another user, a file that one holds."""
+        image = self._image(guest)
+        if not image or not image.get('kernel'):
+            return image
+        own = dict(image)
+        for key in ('kernel', 'initrd'):
+            if image.get(key):
+                own[key] = guest.path(key)
+                shutil.copyfile(image[key], own[key])
+        return own
 
     def spawn(self, instance, block_devices):
         guest = domain.Guest(os.path.join(self._guests_dir,

@@ -91,6 +91,13 @@ class LiveMigration:
             if self._offline(guest, found is not None, migration):
                 return {}
             self._sync(guest, found, disk)
+            if disk['attach_mode'] == 'ro' and disk.get('multiattach'):
+                # Its switch is a block copy onto dst, which QEMU starts
+                # only while no other process reads dst: a second guest
+                # could not follow the first, and the volume would be
+                # split between them. Refused before anything moves.
+                raise exception.SharedReadOnlySwitchNotSupported(
+                    volume_id=disk['volume_id'], driver='libvirt')
             if disk['attach_mode'] == 'ro' or disk.get('overlay'):
                 # Read-only: src is frozen already. Overlay: a repeat.
                 return {}
