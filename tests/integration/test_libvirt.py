@@ -116,11 +116,9 @@ class LibvirtSharedVolumeTest(test_real_guests.SharedVolumes,
                             in self.console_log(s), timeout=BOOT_TIMEOUT,
                             what='a checksum from the guest')
         code, body = self.migrate(vol['id'])
-        self.assertEqual(202, code, body)
-        moved = self.wait_migrated(vol['id'])
-        self.assertEqual('error', moved['migration_status'])
+        self.assertEqual(400, code, body)
         self.assertIn('the libvirt driver switches a read-only disk',
-                      moved['migration_error'])
+                      body['badRequest']['message'])
         # Refused at the first start, before any guest moved.
         for migration in self.client.list(self.ctxt, volume_id=vol['id']):
             self.assertIn(migration['status'],
