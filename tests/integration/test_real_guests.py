@@ -207,9 +207,11 @@ class OfflineDataPath:
         self.assert_acked_on(path, self.acks(server, vol['id']))
 
 
-class SharedReadOnlyTest(RealGuestTestCase):
+class SharedVolumeTest(RealGuestTestCase):
     """A read-only volume on two hosts, migrated live while both guests
-    read it (the libvirt driver refuses it: ``test_libvirt``)."""
+    read it (the libvirt driver refuses it: ``test_libvirt``), and a
+    single-attach volume refused on a second server (the conductor's rule,
+    the same on every driver)."""
 
     def test_read_only_share_migrates_live_while_both_read(self):
         vol = self.volume(multiattach=True)
@@ -240,6 +242,24 @@ class SharedReadOnlyTest(RealGuestTestCase):
                 server).splitlines() if line.startswith('SUM %s' % serial)}
             self.assertEqual({want}, sums)
         self.assertIn('/pool-b/', self.path(vol['id']))
+
+    def test_second_attach_of_a_single_attach_volume_is_refused(self):
+        vol, other = self.volume(), self.volume()
+        server_a = self.boot([vol])
+        server_b = self.boot([], host='compute-1')
+        code, body = self.rest(
+            'POST', '/servers/%s/os-volume_attachments' % server_b,
+            {'volumeAttachment': {'volumeId': vol['id']}})
+        self.assertEqual(400, code, body)
+        self.assertIn(vol['id'], body['badRequest']['message'])
+        # Nothing was left behind: the server attaches another volume.
+        code, body = self.rest(
+            'POST', '/servers/%s/os-volume_attachments' % server_b,
+            {'volumeAttachment': {'volumeId': other['id']}})
+        self.assertEqual(200, code, body)
+        self.wait_until(lambda: self.volume_status(other['id'])['status']
+                        == 'in-use', what='the volume to be in-use')
+        self.assertEqual('ACTIVE', self.server_get(server_a)['status'])
 
 
 class SharedVolumes:
@@ -290,24 +310,6 @@ class SharedVolumes:
                 lambda s=server, a=acks: 'RESUME %s %d' % (serial, max(a))
                 in self.console_log(s), timeout=BOOT_TIMEOUT,
                 what='guest %s to read back its last write' % server)
-
-    def test_second_attach_of_a_single_attach_volume_is_refused(self):
-        vol, other = self.volume(), self.volume()
-        server_a = self.boot([vol])
-        server_b = self.boot([], host='compute-1')
-        code, body = self.rest(
-            'POST', '/servers/%s/os-volume_attachments' % server_b,
-            {'volumeAttachment': {'volumeId': vol['id']}})
-        self.assertEqual(400, code, body)
-        self.assertIn(vol['id'], body['badRequest']['message'])
-        # Nothing was left behind: the server attaches another volume.
-        code, body = self.rest(
-            'POST', '/servers/%s/os-volume_attachments' % server_b,
-            {'volumeAttachment': {'volumeId': other['id']}})
-        self.assertEqual(200, code, body)
-        self.wait_until(lambda: self.volume_status(other['id'])['status']
-                        == 'in-use', what='the volume to be in-use')
-        self.assertEqual('ACTIVE', self.server_get(server_a)['status'])
 
 
 class AttachDetachTest(RealGuestTestCase):
