@@ -14,15 +14,16 @@ attached one it hands to the compute service, one swap per attachment.
 This manager runs Cinder's detached sequence for an attached volume too,
 with volmig around the copy:
 
-1. volmig starts each attachment, while Cinder creates the new volume:
-   from then on nothing writes to the old volume. volmig's rules decide
-   what may start (two read/write attachments of a multiattach volume may
-   not): a refusal comes before any guest is touched, and Cinder deletes
-   the new volume;
-2. once both are done, Cinder copies between the backends, so any pair of
-   Cinder drivers works;
-3. if making the new volume or the copy fails, volmig cancels each start:
-   the guests stay on the old volume, and Cinder deletes the new one;
+1. volmig starts each attachment: from then on nothing writes to the old
+   volume. volmig's rules decide what may start (two read/write
+   attachments of a multiattach volume may not): a refusal comes before
+   any guest is touched or any volume made;
+2. Cinder creates the new volume (the guests meanwhile write to their
+   overlays);
+3. Cinder copies between the backends, so any pair of Cinder drivers
+   works. If making the new volume or the copy fails, volmig cancels each
+   start: the guests stay on the old volume, and Cinder deletes the new
+   one;
 4. volmig completes each attachment onto an attachment of the new volume;
 5. the old attachments are deleted, and Cinder's completion gives the new
    data the volume's id and deletes the old data.
@@ -119,21 +120,23 @@ class VolumeManager(manager.VolumeManager):
                                                    new_type_id)
         move = self._moves[volume.id] = Move(self._volmig(), self, ctxt,
                                              volume)
-        move.start_meanwhile()
         try:
-            # Cinder's own sequence for a detached volume; the two methods
-            # below put volmig around its copy.
-            super()._migrate_volume_generic(ctxt, _detached_view(volume),
-                                            backend, new_type_id)
-        except Exception:
-            with excutils.save_and_reraise_exception():
-                # From the completion on, a guest may be on the new
-                # volume: the completion takes back only the others.
-                if not move.completing:
-                    # A refused start took back what it had started.
-                    with contextlib.suppress(Exception):
-                        move.wait_started()
-                    move.cancel()
+            # Before Cinder makes the new volume: a refusal comes before
+            # anything is made, and the start overlaps Cinder's wait for
+            # the new volume (a second at least: it polls at 1, 4, 9 s).
+            with move.step('start'):
+                move.start()
+            try:
+                # Cinder's own sequence for a detached volume; the two
+                # methods below put volmig around its copy.
+                super()._migrate_volume_generic(ctxt, _detached_view(volume),
+                                                backend, new_type_id)
+            except Exception:
+                with excutils.save_and_reraise_exception():
+                    # From the completion on, a guest may be on the new
+                    # volume: the completion takes back only the others.
+                    if not move.completing:
+                        move.cancel()
         finally:
             del self._moves[volume.id]
 
@@ -143,8 +146,6 @@ class VolumeManager(manager.VolumeManager):
         if move is None:
             return super()._copy_volume_data(ctxt, src_vol, dest_vol,
                                              remote)
-        # Nothing may write to the old volume while it is copied.
-        move.wait_started()
         with move.step('copy'):
             super()._copy_volume_data(ctxt, src_vol, dest_vol, remote)
         LOG.info('Volume %(src)s copied to %(dst)s while its guests wrote '
@@ -202,8 +203,6 @@ class Move:
                       for attachment in volume.volume_attachment}
         self.migrations: list[dict] = []
         self.completing = False
-        self._starting: threading.Thread | None = None
-        self._start_error: Exception | None = None
 
     @contextlib.contextmanager
     def step(self, name: str):
@@ -246,29 +245,6 @@ class Move:
         LOG.warning('cinder-volume stopped while it migrated attached '
                     'volume %(id)s; %(reason)s',
                     {'id': volume.id, 'reason': reason})
-
-    def start_meanwhile(self) -> None:
-        """Start on a thread of its own while Cinder makes the new volume:
-        Cinder first looks for it a second later (then 4 and 9 s), so the
-        start takes none of the migration's time."""
-        self._starting = threading.Thread(
-            target=self._start_recorded, daemon=True,
-            name='volmig-start-%s' % self.volume_id)
-        self._starting.start()
-
-    def _start_recorded(self) -> None:
-        try:
-            with self.step('start'):
-                self.start()
-        except Exception as exc:
-            self._start_error = exc
-
-    def wait_started(self) -> None:
-        """Until the start ends; raises what refused it."""
-        if self._starting is not None:
-            self._starting.join()
-        if self._start_error is not None:
-            raise self._start_error
 
     def start(self) -> None:
         """Each attachment onto its overlay, or none."""
