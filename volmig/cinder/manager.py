@@ -122,8 +122,7 @@ class VolumeManager(manager.VolumeManager):
                                              volume)
         try:
             # Before Cinder makes the new volume: a refusal comes before
-            # anything is made, and the start overlaps Cinder's wait for
-            # the new volume (a second at least: it polls at 1, 4, 9 s).
+            # anything is made, and a failure to make it cancels the start.
             with move.step('start'):
                 move.start()
             try:
