@@ -4,6 +4,7 @@ volmig-api process. Every guest runs the in-guest writer: sequence-numbered
 blocks, each acknowledged on the serial console once it is on the disk.
 """
 
+import hashlib
 import os
 import signal
 
@@ -146,6 +147,37 @@ class RealGuestTestCase(base.ProcessTestCase):
         reader.start()
         self.addCleanup(reader.close)
         return reader
+
+    def read_only_readers(self, hosts):
+        """A multiattach volume of 16 MiB of random data, attached
+        read-only to a guest on each of ``hosts``, each of which has
+        checksummed it once; returns (volume, its sha256, servers)."""
+        vol = self.volume(multiattach=True)
+        content = os.urandom(16 * 1024 * 1024)
+        with open(self.path(vol['id']), 'wb') as handle:
+            handle.write(content)
+        servers = [self.boot([vol], host=host, mode='ro') for host in hosts]
+        serial = guests.serial(vol['id'])
+        for server in servers:
+            self.wait_until(lambda s=server: 'SUM %s' % serial
+                            in self.console_log(s), timeout=BOOT_TIMEOUT,
+                            what='a checksum from the guest')
+        return vol, hashlib.sha256(content).hexdigest(), servers
+
+    def assert_still_reading(self, vol, want, servers):
+        """Each guest checksums the volume twice more, and every checksum
+        it ever printed is ``want``."""
+        serial = guests.serial(vol['id'])
+        counts = [self.console_log(s).count('SUM %s' % serial)
+                  for s in servers]
+        for server, count in zip(servers, counts, strict=True):
+            self.wait_until(lambda s=server, c=count: self.console_log(
+                s).count('SUM %s' % serial) >= c + 2, timeout=BOOT_TIMEOUT,
+                what='checksums from guest %s' % server)
+            self.assertEqual({want}, {
+                line.split()[2] for line in self.console_log(
+                    server).splitlines() if line.startswith('SUM %s'
+                                                            % serial)})
 
     def console_log(self, server_id):
         with open(os.path.join(self.guest_dir(server_id),

@@ -9,7 +9,6 @@ skips, saying why, where libvirt is not installed.
 """
 
 import glob
-import hashlib
 import json
 import os
 import signal
@@ -17,10 +16,8 @@ import signal
 from tests import libvirt_daemon
 from tests.integration import real_guest_base
 from tests.integration import test_real_guests
-from tests.integration.real_guest_base import BOOT_TIMEOUT
 from volmig import embedded
 from volmig import states
-from volmig.compute.drivers import guests
 
 
 class LibvirtGuestTestCase(real_guest_base.RealGuestTestCase):
@@ -103,20 +100,9 @@ class LibvirtSharedVolumeTest(test_real_guests.SharedVolumes,
     COMPUTES = 2
 
     def test_read_only_share_is_refused_live_and_both_keep_reading(self):
-        vol = self.volume(multiattach=True)
-        content = os.urandom(16 * 1024 * 1024)
-        with open(self.path(vol['id']), 'wb') as handle:
-            handle.write(content)
-        want = hashlib.sha256(content).hexdigest()
         # Two guests of one agent, each QEMU a user of its own, booting
         # the same image.
-        servers = [self.boot([vol], host='compute-2', mode='ro')
-                   for _ in range(2)]
-        serial = guests.serial(vol['id'])
-        for server in servers:
-            self.wait_until(lambda s=server: 'SUM %s' % serial
-                            in self.console_log(s), timeout=BOOT_TIMEOUT,
-                            what='a checksum from the guest')
+        vol, want, servers = self.read_only_readers(('compute-2',) * 2)
         code, body = self.migrate(vol['id'])
         self.assertEqual(400, code, body)
         self.assertIn('the libvirt driver switches a read-only disk',
@@ -126,16 +112,7 @@ class LibvirtSharedVolumeTest(test_real_guests.SharedVolumes,
             self.assertIn(migration['status'],
                           (states.ERROR, states.CANCELLED))
         self.assertIn('/pool-a/', self.path(vol['id']))
-        counts = [self.console_log(s).count('SUM %s' % serial)
-                  for s in servers]
-        for server, count in zip(servers, counts, strict=True):
-            self.wait_until(lambda s=server, c=count: self.console_log(
-                s).count('SUM %s' % serial) >= c + 2, timeout=BOOT_TIMEOUT,
-                what='checksums after the refusal')
-            self.assertEqual({want}, {
-                line.split()[2] for line in self.console_log(
-                    server).splitlines() if line.startswith('SUM %s'
-                                                            % serial)})
+        self.assert_still_reading(vol, want, servers)
 
 
 class LibvirtAttachDetachTest(LibvirtGuestTestCase):

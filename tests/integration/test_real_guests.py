@@ -9,8 +9,6 @@ requests go through the REST API of a volmig-api process.
 """
 
 import concurrent.futures
-import hashlib
-import os
 import time
 
 from tests import real_guest
@@ -214,33 +212,13 @@ class SharedVolumeTest(RealGuestTestCase):
     the same on every driver)."""
 
     def test_read_only_share_migrates_live_while_both_read(self):
-        vol = self.volume(multiattach=True)
-        path = self.path(vol['id'])
-        content = os.urandom(16 * 1024 * 1024)
-        with open(path, 'wb') as handle:
-            handle.write(content)
-        want = hashlib.sha256(content).hexdigest()
-        servers = [self.boot([vol], host=host, mode='ro')
-                   for host in ('compute-1', 'compute-2')]
-        serial = guests.serial(vol['id'])
-        for server in servers:
-            self.wait_until(lambda s=server: 'SUM %s' % serial
-                            in self.console_log(s), timeout=BOOT_TIMEOUT,
-                            what='a checksum from the guest')
+        vol, want, servers = self.read_only_readers(('compute-1',
+                                                     'compute-2'))
         code, body = self.migrate(vol['id'])
         self.assertEqual(202, code, body)
         self.assertEqual('success',
                          self.wait_migrated(vol['id'])['migration_status'])
-        counts = [self.console_log(s).count('SUM %s' % serial)
-                  for s in servers]
-        for server, count in zip(servers, counts, strict=True):
-            self.wait_until(lambda s=server, c=count: self.console_log(
-                s).count('SUM %s' % serial) >= c + 2, timeout=BOOT_TIMEOUT,
-                what='checksums after the migration')
-        for server in servers:
-            sums = {line.split()[2] for line in self.console_log(
-                server).splitlines() if line.startswith('SUM %s' % serial)}
-            self.assertEqual({want}, sums)
+        self.assert_still_reading(vol, want, servers)
         self.assertIn('/pool-b/', self.path(vol['id']))
 
     def test_second_attach_of_a_single_attach_volume_is_refused(self):
