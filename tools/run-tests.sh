@@ -33,6 +33,8 @@ stage() {
         failed=1
     fi
     summary "$name"
+    { .venv/bin/stestr last --subunit 2>/dev/null || true; } |
+        .venv/bin/python -m tests.failures "$name" >>build/failures.txt
     timings+=("$(printf '%-28s %5d s' "$name" $((SECONDS - began)))")
 }
 
@@ -41,6 +43,7 @@ stage() {
 # test stage, whose workers leave a third of the CPU idle; its output
 # is printed once it is done.
 mkdir -p build
+: >build/failures.txt
 ( began=$SECONDS
   .venv/bin/tox -q -e docs
   status=$?
@@ -91,4 +94,9 @@ stage broker-restart \
 
 echo "=== stage times"
 printf '%s\n' "${timings[@]}"
+# Last, so that a record of only the output's end still names them.
+if [ -s build/failures.txt ]; then
+    echo "=== failed tests"
+    cat build/failures.txt
+fi
 exit $failed
