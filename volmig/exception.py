@@ -88,14 +88,6 @@ class MultiattachMigrationNotSupported(Invalid):
                'attached server is shut off.')
 
 
-class SharedReadOnlySwitchNotSupported(Invalid):
-    msg_fmt = ('Volume %(volume_id)s is a read-only multiattach volume: '
-               'the %(driver)s driver switches a read-only disk by copying '
-               'the volume onto the new one, which no other guest may read '
-               'meanwhile. Migrate it when every attached server is shut '
-               'off, or on hosts with the qemu driver.')
-
-
 class MultiattachSwapNotSupported(Invalid):
     msg_fmt = ('Volume %(volume_id)s has %(count)d attachments and at least '
                'one is read/write: swapping it on one server would fork it '

@@ -103,12 +103,20 @@ class RealGuestTestCase(base.ProcessTestCase):
         return server_id
 
     def wait_for_status(self, server_id, status, task=None):
-        return self.wait_until(
-            lambda: (lambda s: s if s['status'] == status and
-                     s['OS-EXT-STS:task_state'] == task else None)(
-                         self.server_get(server_id)),
-            timeout=BOOT_TIMEOUT,
-            what='server %s to be %s' % (server_id, status))
+        def reached():
+            server = self.server_get(server_id)
+            if server['status'] == 'ERROR' and status != 'ERROR':
+                # It will not get there: fail now, with the reason,
+                # rather than at the end of the boot timeout.
+                self.fail('server %s went ERROR waiting for %s: %s' % (
+                    server_id, status, server.get('fault')))
+            if server['status'] == status and \
+                    server['OS-EXT-STS:task_state'] == task:
+                return server
+            return None
+        return self.wait_until(reached, timeout=BOOT_TIMEOUT,
+                               what='server %s to be %s' % (server_id,
+                                                            status))
 
     def action(self, server_id, body):
         return self.rest('POST', '/servers/%s/action' % server_id, body)
@@ -153,16 +161,22 @@ class RealGuestTestCase(base.ProcessTestCase):
         read-only to a guest on each of ``hosts``, each of which has
         checksummed it once; returns (volume, its sha256, servers)."""
         vol = self.volume(multiattach=True)
-        content = os.urandom(16 * 1024 * 1024)
-        with open(self.path(vol['id']), 'wb') as handle:
-            handle.write(content)
+        want = self.fill(vol)
         servers = [self.boot([vol], host=host, mode='ro') for host in hosts]
         serial = guests.serial(vol['id'])
         for server in servers:
             self.wait_until(lambda s=server: 'SUM %s' % serial
                             in self.console_log(s), timeout=BOOT_TIMEOUT,
                             what='a checksum from the guest')
-        return vol, hashlib.sha256(content).hexdigest(), servers
+        return vol, want, servers
+
+    def fill(self, vol) -> str:
+        """Write 16 MiB of random data on the volume; returns its sha256,
+        which a guest that reads it read-only prints."""
+        content = os.urandom(16 * 1024 * 1024)
+        with open(self.path(vol['id']), 'wb') as handle:
+            handle.write(content)
+        return hashlib.sha256(content).hexdigest()
 
     def assert_still_reading(self, vol, want, servers):
         """Each guest checksums the volume twice more, and every checksum

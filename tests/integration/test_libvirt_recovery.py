@@ -6,8 +6,11 @@ migration per step: the agent runs under ``crash_at``, which kills it the
 moment its journal records that step of start, cancel or complete; the
 guest keeps writing while no agent runs; then the real agent starts again
 and settles the disk from libvirt's live XML and block jobs. Last,
-libvirtd dies as the commit is about to pivot, and comes back. After each
-migration nothing is left over: no overlay and no journal entry. At the
+libvirtd dies as the commit is about to pivot, and comes back; and the
+guest's read-only disk moves with the agent killed before its switch's
+copy and as it is about to pivot onto its new front. After each
+migration nothing is left over: no overlay, no stale front and no journal
+entry. At the
 end the guest is shut down from outside volmig, which only libvirt's
 event tells the agent; it stops cleanly, and its volume holds every
 write it acknowledged, byte for byte.
@@ -72,6 +75,24 @@ class LibvirtRecoveryTest(test_libvirt.LibvirtGuestTestCase):
             self.admin, volume_id)['migration_ids']
         self.client.wait_for(self.ctxt, migration_id, states.COMPLETED)
 
+    def moved_through_crash(self, server, writing, volume, step: str,
+                            pool: str) -> str:
+        """Migrate ``volume`` to ``pool``, the agent killed at ``step`` of
+        complete while the guest writes on ``writing``; returns the
+        volume's new file."""
+        self.crash_agent_at('complete:' + step)
+        code, body = self.migrate(volume['id'], pool)
+        self.assertEqual(202, code, body)
+        self.killed_then_back(server, writing['id'])
+        migrated = self.wait_migrated(volume['id'])
+        self.assertEqual('success', migrated['migration_status'],
+                         'complete:%s: %s' % (
+                             step, migrated.get('migration_error')))
+        self.wait_completed(volume['id'])
+        path = self.path(volume['id'])
+        self.assertIn('/%s/' % pool, path)
+        return path
+
     def assert_nothing_left(self, server, step) -> None:
         self.assertEqual([], glob.glob(os.path.join(
             self.guest_dir(server), 'overlay-*')), step)
@@ -79,8 +100,9 @@ class LibvirtRecoveryTest(test_libvirt.LibvirtGuestTestCase):
             self.state_path, 'compute-1', 'jobs')), step)
 
     def test_agent_killed_at_every_step(self):
-        vol = self.volume()
-        server = self.boot([vol])
+        vol, read_only = self.volume(), self.volume()
+        want = self.fill(read_only)
+        server = self.boot_with([(vol, 'rw'), (read_only, 'ro')])
         self.wait_for_acks(server, vol['id'], 20)
         attachment = self.attachment_id(server, vol['id'])
 
@@ -113,16 +135,7 @@ class LibvirtRecoveryTest(test_libvirt.LibvirtGuestTestCase):
 
         pools = itertools.cycle(('pool-b', 'pool-a'))
         for step, pool in zip(COMPLETE_STEPS, pools, strict=False):
-            self.crash_agent_at('complete:' + step)
-            code, body = self.migrate(vol['id'], pool)
-            self.assertEqual(202, code, body)
-            self.killed_then_back(server, vol['id'])
-            migrated = self.wait_migrated(vol['id'])
-            self.assertEqual('success', migrated['migration_status'],
-                             'complete:%s: %s' % (
-                                 step, migrated.get('migration_error')))
-            self.assertIn('/%s/' % pool, self.path(vol['id']))
-            self.wait_completed(vol['id'])
+            self.moved_through_crash(server, vol, vol, step, pool)
             self.assert_nothing_left(server, 'complete:' + step)
 
         # libvirtd SIGKILLed as the commit is about to pivot: QEMU runs
@@ -140,6 +153,21 @@ class LibvirtRecoveryTest(test_libvirt.LibvirtGuestTestCase):
         self.wait_completed(vol['id'])
         self.assertIn('/pool-a/', self.path(vol['id']))
         self.assert_nothing_left(server, 'libvirtd killed')
+
+        # The read-only disk's switch onto a front backed by dst, killed
+        # before the block copy and as it is about to pivot: the copy is
+        # abandoned and done again, and the guest reads dst through one
+        # front.
+        for step, pool in (('switch', 'pool-b'), ('pivot', 'pool-a')):
+            dst = self.moved_through_crash(server, vol, read_only, step,
+                                           pool)
+            fronts = glob.glob(os.path.join(self.guest_dir(server),
+                                            'front-*.qcow2'))
+            self.assertEqual(1, len(fronts), step)
+            self.assertEqual((fronts[0], dst),
+                             test_libvirt.live_disk(server, read_only['id']))
+            self.assert_nothing_left(server, 'read-only complete:' + step)
+        self.assert_still_reading(read_only, want, [server])
 
         # The guest is shut down from outside volmig, as ``virsh
         # shutdown`` does: with the periodic power sync off, only

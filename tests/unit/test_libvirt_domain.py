@@ -33,7 +33,7 @@ class DomainXmlTest(base.BaseTestCase):
             'data': disk('data', 'vdb', overlay='/guest/overlay.qcow2'),
             'boot': disk('boot', 'vda', boot_index=0),
             'shared': disk('shared', 'vdc', attach_mode='ro',
-                           multiattach=True)})
+                           multiattach=True, front='/guest/front.qcow2')})
 
     def xml(self, accel='tcg', image=None):
         return ElementTree.fromstring(domain.domain_xml(
@@ -74,6 +74,12 @@ class DomainXmlTest(base.BaseTestCase):
         self.assertIsNone(data.find('readonly'))
         self.assertIsNotNone(shared.find('readonly'))
         self.assertIsNotNone(shared.find('shareable'))
+        # Read through its front: the volume is a read-only backing file.
+        self.assertEqual(('qcow2', '/guest/front.qcow2',
+                          '/pools/a/volume-shared'), (
+            shared.find('driver').get('type'),
+            shared.find('source').get('file'),
+            shared.find('backingStore/source').get('file')))
         self.assertEqual('shared', shared.findtext('serial'))
 
     def test_a_snapshot_takes_one_disk_only(self):

@@ -30,8 +30,13 @@ class Guest:
     """A guest's record: ``{image_ref, uid, disks: {volume_id: disk}}``.
 
     A disk is ``{volume_id, attachment_id, attach_mode, multiattach,
-    boot_index, target, path, overlay}``; ``overlay`` is the qcow2 file
-    on top of ``path`` while a live migration holds the guest's writes.
+    boot_index, target, path, overlay, front}``; ``overlay`` is the qcow2
+    file on top of ``path`` while a live migration holds the guest's
+    writes. ``front`` is the empty qcow2 file a read-only disk is read
+    through, backed by ``path``: its switch is then a shallow block copy
+    onto a new front backed by dst, which writes nothing, and dst is
+    only ever a backing file, opened read-only, which any number of
+    guests share. A copy onto dst itself would need it to itself.
     """
 
     def __init__(self, directory: str, uuid: str):
@@ -75,18 +80,19 @@ def disk_xml(disk: dict, direct_io: bool) -> str:
 
 
 def disk_element(disk: dict, direct_io: bool) -> ElementTree.Element:
-    """The ``<disk>`` of a volume, on top of its overlay if it has one."""
+    """The ``<disk>`` of a volume, on top of its overlay or front if it
+    has one."""
     root = ElementTree.Element('disk', type='file', device='disk')
-    source_file = disk.get('overlay') or disk['path']
-    driver = {'name': 'qemu',
-              'type': 'qcow2' if disk.get('overlay') else 'raw'}
+    top = disk.get('overlay') or disk.get('front')
+    source_file = top or disk['path']
+    driver = {'name': 'qemu', 'type': 'qcow2' if top else 'raw'}
     # O_DIRECT, as the qemu driver opens volumes: dirty page cache would
     # lengthen the pause of the switch-over.
     driver.update({'cache': 'none', 'io': 'native'} if direct_io
                   else {'cache': 'writethrough'})
     ElementTree.SubElement(root, 'driver', driver)
     ElementTree.SubElement(root, 'source', file=source_file)
-    if disk.get('overlay'):
+    if top:
         backing = ElementTree.SubElement(root, 'backingStore', type='file')
         ElementTree.SubElement(backing, 'format', type='raw')
         ElementTree.SubElement(backing, 'source', file=disk['path'])

@@ -197,6 +197,9 @@ class LibvirtDriver(migration.LiveMigration, swap.LegacySwap,
     # Guests.
 
     def _launch(self, guest) -> None:
+        for disk in guest.disks.values():
+            self._front(guest, disk)
+        guest.save()
         xml = domain.domain_xml(guest, self.conf,
                                 guests.accelerator(self.conf),
                                 self._boot_files(guest))
@@ -204,6 +207,19 @@ class LibvirtDriver(migration.LiveMigration, swap.LegacySwap,
             self.connection().createXML(xml, 0)
         except libvirt.libvirtError as exc:
             raise failed('start guest %s' % guest.uuid, exc)
+
+    def _front(self, guest, disk) -> None:
+        """A read-only disk is read through a front of its own (see
+        ``domain.Guest``), made anew before a QEMU opens it."""
+        if disk['attach_mode'] != 'ro' or disk.get('overlay'):
+            return
+        last = disk.get('front')
+        disk['front'] = self.new_top(guest, disk['path'],
+                                     'front-%s.qcow2' % disk['volume_id'])
+        if last not in (None, disk['front']):
+            # A switch's front, which no QEMU reads any more.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(last)
 
     def _boot_files(self, guest) -> dict | None:
         """The guest's image, with its kernel and initrd copied into the
@@ -293,6 +309,7 @@ class LibvirtDriver(migration.LiveMigration, swap.LegacySwap,
         with guest.lock:
             disk = self._new_disk(bdm, target=domain.free_target(
                 guest.disks.values()))
+            self._front(guest, disk)
             found = self.live_domain(guest)
             if found is not None:
                 try:
@@ -315,6 +332,9 @@ class LibvirtDriver(migration.LiveMigration, swap.LegacySwap,
                 self._unplug(guest, found, disk)
             del guest.disks[bdm['volume_id']]
             guest.save()
+            if disk.get('front'):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(disk['front'])
 
     def _unplug(self, guest, found, disk) -> None:
         """Unplug, and wait until the guest released the disk; one that

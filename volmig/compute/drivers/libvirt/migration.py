@@ -5,7 +5,10 @@
 - switch: a shallow block copy moves the overlay's data onto a second
   overlay, backed by dst, and pivots the guest onto it (libvirt cannot
   re-point a live overlay's backing file without that copy). A
-  read-only disk, which has no overlay, is mirrored onto dst whole;
+  read-only disk, which has no overlay, is read through an empty qcow2
+  front of its own: the same shallow copy moves it onto a new front
+  backed by dst, writing nothing, so every guest of a shared read-only
+  volume switches while the others read dst;
 - complete and cancel: an active block commit of the overlay into its
   backing (dst, or src), then a pivot onto it.
 
@@ -17,11 +20,13 @@ gone.
 """
 
 import contextlib
+import glob
 import os
 import time
 import typing
 
 import libvirt
+from oslo_concurrency import lockutils
 from oslo_log import log as logging
 
 from volmig import exception
@@ -73,9 +78,10 @@ class LiveMigration:
         live = domain.live_disk(found.XMLDesc(0), disk['target'])
         if live is None:
             return
-        on_overlay = live['backing'] is not None
-        where = {'path': live['backing'] if on_overlay else live['source'],
-                 'overlay': live['source'] if on_overlay else None}
+        on_top = live['backing'] is not None
+        top = 'front' if disk['attach_mode'] == 'ro' else 'overlay'
+        where = {'path': live['backing'] if on_top else live['source'],
+                 top: live['source'] if on_top else None}
         if where != {key: disk.get(key) for key in where}:
             LOG.warning('Guest %(uuid)s: volume %(volume)s is on %(where)s '
                         'by libvirt, not as recorded', {
@@ -91,13 +97,6 @@ class LiveMigration:
             if self._offline(guest, found is not None, migration):
                 return {}
             self._sync(guest, found, disk)
-            if disk['attach_mode'] == 'ro' and disk.get('multiattach'):
-                # Its switch is a block copy onto dst, which QEMU starts
-                # only while no other process reads dst: a second guest
-                # could not follow the first, and the volume would be
-                # split between them. Refused before anything moves.
-                raise exception.SharedReadOnlySwitchNotSupported(
-                    volume_id=disk['volume_id'], driver='libvirt')
             if disk['attach_mode'] == 'ro' or disk.get('overlay'):
                 # Read-only: src is frozen already. Overlay: a repeat.
                 return {}
@@ -111,12 +110,19 @@ class LiveMigration:
                 self.journal.close(migration['id'])
             return {'start': pause}
 
+    def new_top(self, guest, backing: str, name: str) -> str:
+        """A new, empty qcow2 file ``name`` in the guest's directory,
+        backed by the raw volume file ``backing``; returns its path."""
+        top = guest.path(name)
+        self._img('create', '-q', '-f', 'qcow2', '-b', backing, '-F', 'raw',
+                  top)
+        os.chmod(top, OVERLAY_MODE)
+        return top
+
     def _snapshot(self, guest, found, disk, migration_id: str) -> float:
         """Put a new overlay on top of the disk; returns the pause."""
-        overlay = guest.path('overlay-%s.qcow2' % migration_id)
-        self._img('create', '-q', '-f', 'qcow2', '-b', disk['path'],
-                  '-F', 'raw', overlay)
-        os.chmod(overlay, OVERLAY_MODE)
+        overlay = self.new_top(guest, disk['path'],
+                               'overlay-%s.qcow2' % migration_id)
         began = time.monotonic()
         try:
             found.snapshotCreateXML(
@@ -225,38 +231,51 @@ class LiveMigration:
 
     def _switch_live(self, guest, found, disk, migration,
                      dst_path: str) -> dict:
-        if disk.get('overlay'):
-            target = guest.path('overlay-%s-dst.qcow2' % migration['id'])
-            self._img('create', '-q', '-f', 'qcow2', '-b', dst_path,
-                      '-F', 'raw', target)
-            os.chmod(target, OVERLAY_MODE)
+        top = 'overlay' if disk.get('overlay') else 'front'
+        if disk.get(top):
+            target = self.new_top(guest, dst_path, _switch_target(
+                disk, top, migration['id']))
             flags = (libvirt.VIR_DOMAIN_BLOCK_COPY_SHALLOW
                      | libvirt.VIR_DOMAIN_BLOCK_COPY_REUSE_EXT)
             xml = domain.copy_xml(target, 'qcow2')
         else:
+            # A read-only disk attached before fronts: copied whole.
             target, flags = None, libvirt.VIR_DOMAIN_BLOCK_COPY_REUSE_EXT
             xml = domain.copy_xml(dst_path, 'raw')
         action = 'switch volume %s to %s' % (disk['volume_id'], dst_path)
-        try:
-            found.blockCopy(disk['target'], xml, None, flags)
-            deadline = time.monotonic() + self.conf.qemu.qmp_timeout
-            while (pause := jobs.pivot(found, disk['target'], lambda:
-                                       self.journal.record(migration['id'],
-                                                           'pivot'))) is None:
-                if time.monotonic() > deadline:
-                    found.blockJobAbort(disk['target'], 0)
-                    raise exception.DriverError(
-                        action=action, reason='the copy was not ready '
-                        'within %s s' % self.conf.qemu.qmp_timeout)
-                time.sleep(COPY_POLL_INTERVAL)
-        except libvirt.libvirtError as exc:
-            raise exception.DriverError(action=action,
-                                        reason=exc.get_error_message())
+        # One switch onto dst at a time: libvirt gives dst to the QEMU
+        # user of the guest it switches (dynamic ownership), and while it
+        # switched a second guest of a shared read-only volume, the first's
+        # QEMU was refused dst ("Permission denied"), and the volume was
+        # split between its guests. A QEMU that opened dst keeps reading
+        # it whoever owns it next.
+        with lockutils.lock('switch-%s' % dst_path):
+            try:
+                found.blockCopy(disk['target'], xml, None, flags)
+                pause = self._pivot(found, disk, migration['id'], action)
+            except libvirt.libvirtError as exc:
+                raise exception.DriverError(action=action,
+                                            reason=exc.get_error_message())
         if target is not None:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(disk['overlay'])
-            disk['overlay'] = target
+                os.unlink(disk[top])
+            disk[top] = target
         return {'switch': pause}
+
+    def _pivot(self, found, disk, migration_id: str, action: str) -> float:
+        """Wait for the switch's copy to be ready, then pivot onto it;
+        returns the pause."""
+        deadline = time.monotonic() + self.conf.qemu.qmp_timeout
+        while (pause := jobs.pivot(found, disk['target'], lambda:
+                                   self.journal.record(migration_id,
+                                                       'pivot'))) is None:
+            if time.monotonic() > deadline:
+                found.blockJobAbort(disk['target'], 0)
+                raise exception.DriverError(
+                    action=action, reason='the copy was not ready within '
+                    '%s s' % self.conf.qemu.qmp_timeout)
+            time.sleep(COPY_POLL_INTERVAL)
+        return pause
 
     def migration_recover(self, instance, bdm, migration,
                           dst_connection_info):
@@ -282,11 +301,24 @@ class LiveMigration:
                 # merging it is harmless if it holds nothing.
                 disk['overlay'] = first
                 guest.save()
-            for leftover in (first, first.replace('.qcow2', '-dst.qcow2')):
-                if leftover != disk.get('overlay') and os.path.exists(
-                        leftover):
+            # The switch's new top if the guest never pivoted onto it,
+            # and a read-only disk's last front if it did.
+            switch_top = guest.path(_switch_target(disk, 'overlay',
+                                                   migration['id']))
+            fronts = glob.glob(guest.path('front-%s*.qcow2'
+                                          % disk['volume_id']))
+            for leftover in [first, switch_top, *fronts]:
+                if leftover not in (disk.get('overlay'), disk.get('front')) \
+                        and os.path.exists(leftover):
                     os.unlink(leftover)
             if dst_connection_info and disk['path'] == self.volumes.path(
                     dst_connection_info):
                 return 'dst'
             return 'src'
+
+
+def _switch_target(disk: dict, top: str, migration_id: str) -> str:
+    """The file name of the new top a switch copies the disk's onto."""
+    if top == 'overlay':
+        return 'overlay-%s-dst.qcow2' % migration_id
+    return 'front-%s-%s.qcow2' % (disk['volume_id'], migration_id)
