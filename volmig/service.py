@@ -123,8 +123,15 @@ class Service(service.Service):
     def stop(self, graceful: bool = False) -> None:
         LOG.info('Stopping %(binary)s on %(host)s',
                  {'binary': self.binary, 'host': self.host})
-        for server in self._servers:
-            server.stop()
+        # An idle listener sees the stop only when its poll of the broker
+        # times out, up to 5 s: stopped one after another, the conductor's
+        # two servers took up to 10 s; together, one timeout.
+        stopping = [threading.Thread(target=server.stop)
+                    for server in self._servers]
+        for thread in stopping:
+            thread.start()
+        for thread in stopping:
+            thread.join()
         for server in self._servers:
             server.wait()
         self._servers = []
@@ -244,5 +251,14 @@ def serve(build: typing.Callable[[], service.Service]) -> None:
     logging_std.getLogger('oslo_service.backend._threading.service')\
         .addFilter(_NoForkNotice())
     notified = Notified(server, systemd_notify.claim())
-    launcher = service.launch(CONF, notified, workers=1, no_fork=True)
-    launcher.wait()
+    try:
+        launcher = service.launch(CONF, notified, workers=1, no_fork=True)
+        launcher.wait()
+    except Exception:
+        # Threads that did not stop (an RPC listener, a timer) would keep
+        # the process alive until systemd's SIGKILL: it ends now, with
+        # the reason logged.
+        LOG.exception('%s failed while it ran or stopped',
+                      os.path.basename(sys.argv[0]))
+        logging_std.shutdown()
+        os._exit(1)

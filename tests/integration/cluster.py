@@ -15,6 +15,7 @@ import fixtures
 import oslo_messaging as messaging
 from testtools import content
 
+from tests import openstack
 from volmig import config
 from volmig import context as volmig_context
 from volmig import rpc
@@ -90,19 +91,35 @@ class ServiceProcess(fixtures.Fixture):
                        content.content_from_file(self.log_path,
                                                  buffer_now=False))
 
+    def wait_ready(self, timeout: float = 120) -> None:
+        """Until the process logs that it is ready (it consumes its RPC
+        topic). A killed agent's last heartbeat shows it up for a while
+        after, so the service list cannot tell that its successor is."""
+        def ready():
+            with open(self.log_path) as log:
+                return 'is ready: consuming on' in log.read()
+        openstack.wait_for(self.log_path, ready, timeout, self.process)
+
     @property
     def failed(self) -> bool:
         return not self.may_die and self.process.poll() not in (
             None, 0, -signal.SIGTERM)
 
     def stop(self, sig=signal.SIGTERM):
+        self.signal(sig)
+        self.wait()
+
+    def signal(self, sig=signal.SIGTERM):
         if self.process.poll() is None:
             self.process.send_signal(sig)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+
+    def wait(self):
+        """Until it has exited, killed after 30 s."""
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
 
 
 def write_config(path: str, options: dict) -> str:
@@ -176,6 +193,7 @@ class Cluster(fixtures.Fixture):
             '%s-%d' % (name, self._restarts), command,
             prefix=old.prefix if prefix is None else prefix))
         self.processes[name] = process
+        self.addCleanup(self.stop_all)
         return process
 
     def wait_for_death(self, name: str, timeout: float = 120) -> None:
@@ -194,7 +212,23 @@ class Cluster(fixtures.Fixture):
             binary, files, self.state_path, name, env=env,
             prefix=self.prefixes.get(name, ())))
         self.processes[name] = process
+        # Registered after each process, so that it runs before any
+        # process's own stop.
+        self.addCleanup(self.stop_all)
         return process
+
+    def stop_all(self) -> None:
+        """Every process stopped gracefully, the conductor last (the others
+        report to it while they stop). Each takes up to 5 s (its broker
+        poll's timeout): one after another, that was half of a short
+        test's time."""
+        rest = [p for n, p in self.processes.items() if n != 'conductor']
+        for wave in (rest, [self.processes.get('conductor')]):
+            wave = [process for process in wave if process is not None]
+            for process in wave:
+                process.signal()
+            for process in wave:
+                process.wait()
 
     def check_processes(self) -> None:
         for name, process in self.processes.items():

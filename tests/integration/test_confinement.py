@@ -155,7 +155,9 @@ class ConfinementTest(real_guest_base.RealGuestTestCase):
             self.assertIn('Permission denied', answer)
         # The agent comes back to both guests, still running as they were,
         # and drives them again.
-        self.cluster.restart('compute-1')
+        # Ready before the calls: on a loaded machine its start and
+        # recovery of both guests outlasted the start call's 30 s.
+        self.cluster.restart('compute-1').wait_ready()
         for server in (server_a, server_b):
             self.assertEqual(uids.pop(0), self.credentials(
                 self.qemu_pid(server))[0][0])

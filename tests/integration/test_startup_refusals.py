@@ -1,29 +1,35 @@
 """A service that cannot start (a configuration that would lose data, a
 port taken, a bad transport URL) exits 1 at once with one line saying
-why, and no traceback."""
+why, and no traceback; one that fails while it stops exits 1 too."""
 
 import os
+import signal
 import socket
 import subprocess
+import sys
 
 import fixtures
 from oslotest import base
 
+from tests import openstack
 from tests.integration import cluster
 
 
 class StartupRefusalTest(base.BaseTestCase):
 
-    def _start(self, options: dict, binary='volmig-compute',
-               args=()) -> subprocess.CompletedProcess:
+    def _config(self, options: dict) -> str:
         state = self.useFixture(fixtures.TempDir()).path
         options = {
             ('DEFAULT', 'state_path'): state,
             ('DEFAULT', 'transport_url'): 'fake://',
             ('database', 'connection'): 'sqlite:///%s/db.sqlite' % state,
             **options}
-        config = cluster.write_config(os.path.join(state, 'volmig.conf'),
-                                      options)
+        return cluster.write_config(os.path.join(state, 'volmig.conf'),
+                                    options)
+
+    def _start(self, options: dict, binary='volmig-compute',
+               args=()) -> subprocess.CompletedProcess:
+        config = self._config(options)
         return subprocess.run(
             [os.path.join(cluster.BIN_DIR, binary), '--config-file', config,
              *args], capture_output=True, text=True, timeout=60)
@@ -79,3 +85,30 @@ class StartupRefusalTest(base.BaseTestCase):
         self.assertIn('[compute] driver "vmware" is not one of: fake, '
                       'libvirt, qemu', result.stderr)
         self.assertNotIn('Traceback', result.stderr)
+
+    def test_a_failure_while_stopping_ends_the_process(self):
+        # The threads that did not stop kept such a process alive until
+        # it was SIGKILLed.
+        config = self._config({})
+        subprocess.run([os.path.join(cluster.BIN_DIR, 'volmig-manage'),
+                        '--config-file', config, 'db', 'sync'],
+                       check=True, capture_output=True, timeout=60)
+        log = os.path.join(os.path.dirname(config), 'conductor.log')
+        process = subprocess.Popen(
+            [sys.executable, '-m', 'tests.failing_stop', 'volmig-conductor',
+             '--config-file', config, '--log-file', log],
+            cwd=os.path.join(os.path.dirname(__file__), '..', '..'),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(lambda: process.poll() is None and process.kill())
+
+        def logged(text):
+            with open(log) as lines:
+                return text in lines.read()
+
+        openstack.wait_for('the conductor', lambda: os.path.exists(log)
+                           and logged('is ready'), process=process)
+        process.send_signal(signal.SIGTERM)
+        self.assertEqual(1, process.wait(timeout=30))
+        self.assertTrue(logged('volmig-conductor failed while it ran or '
+                               'stopped'))
+        self.assertTrue(logged('injected failure while stopping'))
