@@ -100,6 +100,24 @@ class MigrationConductorTest(ConductorTestBase):
             self.ctxt, self.src['id'], dst['id'])['send'])
         self.assertEqual(migration['id'], accepted['migration']['id'])
 
+    def test_a_dst_block_storage_connected_is_used_as_it_is(self):
+        # As volmig's manager in cinder-volume connects it during the
+        # copy, with the source attachment's connector.
+        self.started()
+        dst = self.volumes.attachment_create(
+            self.ctxt, self.volumes.create_volume(self.ctxt, 16)['id'],
+            self.instance['uuid'])
+        prepared = self.volumes.attachment_update(
+            self.ctxt, dst['id'], {'host': 'h1', 'given-by': 'storage'})
+        accepted = self.conductor.accept_complete(self.ctxt, self.src['id'],
+                                                  dst['id'])
+        self.assertTrue(accepted['send'])
+        self.assertEqual(prepared['connection_info'],
+                         accepted['dst_connection_info'])
+        self.assertEqual({'host': 'h1', 'given-by': 'storage'},
+                         self.volumes.attachment_get(
+                             self.ctxt, dst['id'])['connector'])
+
     def test_a_refused_complete_changes_nothing(self):
         self.started()
         cancelling = self.conductor.accept_cancel(self.ctxt, self.src['id'])

@@ -145,8 +145,15 @@ class VolumeManager(manager.VolumeManager):
         if move is None:
             return super()._copy_volume_data(ctxt, src_vol, dest_vol,
                                              remote)
-        with move.step('copy'):
-            super()._copy_volume_data(ctxt, src_vol, dest_vol, remote)
+        # The first guest's new attachment is connected while Cinder
+        # copies, so that the complete only switches.
+        preparing = threading.Thread(target=move.prepare, args=(dest_vol,))
+        preparing.start()
+        try:
+            with move.step('copy'):
+                super()._copy_volume_data(ctxt, src_vol, dest_vol, remote)
+        finally:
+            preparing.join()
         LOG.info('Volume %(src)s copied to %(dst)s while its guests wrote '
                  'to their overlays', {'src': src_vol.id,
                                        'dst': dest_vol.id})
@@ -201,6 +208,8 @@ class Move:
         self.modes = {attachment.id: attachment.attach_mode or 'rw'
                       for attachment in volume.volume_attachment}
         self.migrations: list[dict] = []
+        # {source attachment id: its new attachment, made during the copy}
+        self.prepared: dict = {}
         self.completing = False
 
     @contextlib.contextmanager
@@ -280,17 +289,38 @@ class Move:
                               'onto volume %s', migration['src_attachment_id'],
                               self.volume_id)
 
+    def prepare(self, new_volume) -> None:
+        """The first guest's attachment to the new volume, connected for
+        its host with the connector of its old attachment (the one volmig
+        gave), while Cinder copies: volmig's complete then uses it as it
+        is. Only the first: Cinder reserves a volume for one new
+        attachment until it is complete. Whatever fails here is left to
+        the complete, which connects a reserved attachment itself."""
+        migration = self.migrations[0]
+        src_id = migration['src_attachment_id']
+        api = cinder_api.API()
+        try:
+            dst = api.attachment_create(
+                self.ctxt, new_volume, migration['instance_uuid'],
+                attach_mode=self.modes[src_id])
+            self.prepared[src_id] = dst
+            api.attachment_update(self.ctxt, dst, objects.VolumeAttachment.
+                                  get_by_id(self.ctxt, src_id).connector)
+        except Exception:
+            LOG.warning('Could not connect the new attachment of volume '
+                        '%(id)s during the copy; the complete will',
+                        {'id': self.volume_id}, exc_info=True)
+
     def complete(self, volume, new_volume) -> None:
         """Each guest onto the new volume, then the old attachments go."""
         done = []
         try:
             for migration in self.migrations:
                 src_id = migration['src_attachment_id']
-                # One at a time: Cinder reserves a volume for one new
-                # attachment until it is complete.
-                dst = cinder_api.API().attachment_create(
-                    self.ctxt, new_volume, migration['instance_uuid'],
-                    attach_mode=self.modes[src_id])
+                dst = self.prepared.pop(src_id, None) or cinder_api.API(
+                    ).attachment_create(self.ctxt, new_volume,
+                                        migration['instance_uuid'],
+                                        attach_mode=self.modes[src_id])
                 self.volmig.complete(self.service, src_id, dst.id,
                                      wait=False)
                 self._wait_switched(migration['id'], dst)

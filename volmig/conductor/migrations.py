@@ -173,10 +173,8 @@ class MigrationConductor:
 
     def accept_complete(self, ctxt, src_attachment_id: str,
                         dst_attachment_id: str) -> dict:
-        """Connect dst and record the complete.
-
-        Returns ``{'migration', 'bdm', 'dst_connection_info', 'send'}``.
-        """
+        """Record the complete and connect dst, unless block storage did;
+        returns ``{'migration', 'bdm', 'dst_connection_info', 'send'}``."""
         migration = self._latest(ctxt, src_attachment_id, 'complete')
         send = rules.check_can_complete(migration, dst_attachment_id)
         if not send:
@@ -196,9 +194,10 @@ class MigrationConductor:
                                     'dst_attachment_id': dst_attachment_id},
             expected_status=states.STARTED)
         try:
-            dst = self.volume_api.attachment_update(
-                ctxt, dst_attachment_id, services.connector(
-                    ctxt, migration['host'], bdm['attach_mode']))
+            if not rules.dst_connected(dst):
+                dst = self.volume_api.attachment_update(
+                    ctxt, dst_attachment_id, services.connector(
+                        ctxt, migration['host'], bdm['attach_mode']))
         except Exception:
             # No agent has heard of this complete yet: back to started.
             db.migration_update(ctxt, migration['id'],

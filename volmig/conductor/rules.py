@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 from volmig import exception
 from volmig import states
+from volmig.block_storage import base as block_storage
 
 ATTACH_MODES = ('rw', 'ro')
 
@@ -211,6 +212,19 @@ def check_dst_attachment(migration: dict, dst_attachment: dict) -> None:
             reason='attachment %s belongs to server %s, not to %s' % (
                 dst_attachment['id'], dst_attachment['instance_uuid'],
                 migration['instance_uuid']))
+
+
+def dst_connected(dst_attachment: dict) -> bool:
+    """Whether block storage connected dst for the guest's host already.
+
+    volmig's manager in cinder-volume does so while Cinder copies, with
+    the connector of the source attachment (the one volmig gave it), so
+    that the complete does not wait on the driver's initialize_connection
+    (0.2 s of a 0.5 s complete on Cinder's NFS driver). Others hand over
+    a reserved attachment, which the conductor connects.
+    """
+    return (dst_attachment['attach_status'] == block_storage.ATTACH_ATTACHING
+            and bool(dst_attachment['connection_info']))
 
 
 def check_dst_volume(migration: dict, src_volume: dict,
