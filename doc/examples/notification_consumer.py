@@ -24,16 +24,19 @@ class Printer:
     def __init__(self, count):
         self.left = count
         self.done = threading.Event()
+        # The listener dispatches on a pool of threads.
+        self._lock = threading.Lock()
 
     def _print(self, publisher_id, event_type, payload):
         data = payload.get('volmig_object.data', {})
         about = data.get('id') or data.get('uuid') or '-'
         status = data.get('status') or data.get('vm_state') or ''
-        print('%s %s %s %s' % (event_type, publisher_id, about, status),
-              flush=True)
-        self.left -= 1
-        if self.left == 0:
-            self.done.set()
+        with self._lock:
+            print('%s %s %s %s' % (event_type, publisher_id, about, status),
+                  flush=True)
+            self.left -= 1
+            if self.left == 0:
+                self.done.set()
 
     def info(self, ctxt, publisher_id, event_type, payload, metadata):
         self._print(publisher_id, event_type, payload)

@@ -16,6 +16,7 @@ from tests import openstack
 from tests import real_guest
 from tests.integration import base
 from tests.integration import real_guest_base
+from volmig.db import moves
 
 
 @testtools.skipIf(openstack.missing(), openstack.missing())
@@ -80,6 +81,11 @@ class CinderTestCase(base.DeployedOnceTestCase,
                 'os-migrate_volume': {'host': self.cinder.pool_of(target)}})
         self.assertEqual(202, answer.status_code, answer.text)
         return target
+
+    def wait_for_move(self, statuses):
+        return self.wait_until(
+            lambda: moves.get_all(self.admin, statuses), timeout=120,
+            what='a volume move to be %s' % ' or '.join(statuses))
 
     def wait_cinder_migrated(self, volume_id):
         return self.wait_until(

@@ -35,6 +35,14 @@ class CinderManagerTest(cinder_base.CinderTestCase):
         with open(os.path.join(self.cinder.dir, 'volmig-manager.log')) as log:
             return log.read()
 
+    def wait_logged(self, *texts):
+        """Until cinder-volume's log says each of ``texts``: it logs a
+        failed migration only after it recorded the error that the test
+        waits for."""
+        self.wait_until(lambda: all(text in self.manager_log()
+                                    for text in texts), timeout=60,
+                        what='cinder-volume to log %s' % ', '.join(texts))
+
     def assert_attached_as_volmig_maps(self, volume_id, servers, mode):
         """Cinder's attachments of the volume are volmig's mappings.
 
@@ -109,8 +117,8 @@ class CinderManagerTest(cinder_base.CinderTestCase):
         self.assertEqual(('error', 'in-use', 'nfs-c-multi'),
                          (volume['migration_status'], volume['status'],
                           volume['volume_type']))
-        self.assertIn('volmig did not start attachment', self.manager_log())
-        self.assertIn('at least one is read/write', self.manager_log())
+        self.wait_logged('volmig did not start attachment',
+                         'at least one is read/write')
         # volmig refused the first start: no guest left its volume.
         self.assertEqual([], self.client.list(self.ctxt,
                                               volume_id=shared['id']))
@@ -132,7 +140,7 @@ class CinderManagerTest(cinder_base.CinderTestCase):
         [migration] = self.client.list(self.ctxt, volume_id=data['id'])
         self.assertEqual(states.CANCELLED, migration['status'])
         self.assert_attached_as_volmig_maps(data['id'], [server], 'rw')
-        self.assertIn('No space left on device', self.manager_log())
+        self.wait_logged('No space left on device')
         # Cinder deleted its new volume; the volume itself is whole.
         self.wait_until(lambda: sorted(os.listdir(
             self.cinder.exports['nfs-d'])) == before, timeout=60,
@@ -174,8 +182,7 @@ class CinderManagerTest(cinder_base.CinderTestCase):
         self.assertEqual(('error', 'in-use', 'nfs-d'),
                          (volume['migration_status'], volume['status'],
                           volume['volume_type']))
-        self.assertIn('cinder-volume stopped while it migrated',
-                      self.manager_log())
+        self.wait_logged('cinder-volume stopped while it migrated')
         self.wait_until(lambda: sorted(os.listdir(
             self.cinder.exports['nfs-c'])) == before, timeout=60,
             what='the new volume to go')

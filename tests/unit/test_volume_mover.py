@@ -63,10 +63,21 @@ class MoverTest(test_migration_conductor.ConductorTestBase):
     def pool_files(self, pool):
         return sorted(os.listdir(self.pools[pool]))
 
+    def wait_for_src_dropped(self) -> None:
+        """The mover deletes src just after it records the success (a
+        mover stopped in between leaves ``migration_src_path`` for its
+        recovery)."""
+        deadline = time.monotonic() + 60
+        while self.volume()['migration_src_path']:
+            if time.monotonic() > deadline:
+                self.fail('src was never dropped: %s' % self.volume())
+            time.sleep(0.02)
+
     def test_a_move_keeps_every_byte_and_switches_the_guest(self):
         src_path = self.volume()['path']
         self.mover.begin(self.service, self.bdm['volume_id'], 'pool-b')
         moved = self.wait_for('success')
+        self.wait_for_src_dropped()
         self.assertEqual('pool-b', moved['pool'])
         self.assertTrue(moved['path'].startswith(self.pools['pool-b']))
         with open(moved['path'], 'rb') as dst:
