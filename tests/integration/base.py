@@ -11,6 +11,7 @@ import socket
 import fixtures
 from oslotest import base
 import testtools
+from testtools import testcase
 
 from tests import fixtures as volmig_fixtures
 from tests import storage_role
@@ -79,8 +80,21 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
             prefixes=self.prefixes(),
             volume=self.VOLUME_SERVICE))
         self.processes = self.cluster.processes
+        # testtools gathers the cluster's details as they are now.
+        self._set_up_logs = set(self.cluster.getDetails())
+        self.addOnException(self._restarted_logs)
         self.setup_clients(rpc_timeout=30)
         self.cluster.wait_until_registered()
+
+    def _restarted_logs(self, exc_info) -> None:
+        """A failed test's details get the log of each process it
+        restarted: the cluster's logs were gathered when it was set up,
+        before those processes (and their log files) existed."""
+        # Read now, as testtools reads the others: the files go with the
+        # test's temporary directory.
+        testcase.gather_details(
+            {name: detail for name, detail in self.cluster.getDetails().items()
+             if name not in self._set_up_logs}, self.getDetails())
 
     def pools(self) -> str:
         """``[storage] pools``: pool-a and pool-b in the state path."""
