@@ -188,13 +188,10 @@ class Cluster(fixtures.Fixture):
         old.may_die = True
         old.stop(sig)
         self._restarts += 1
-        process = self.useFixture(ServiceProcess(
+        return self._run(name, ServiceProcess(
             old.binary, old.config_files, self.state_path,
             '%s-%d' % (name, self._restarts), command,
             prefix=old.prefix if prefix is None else prefix))
-        self.processes[name] = process
-        self.addCleanup(self.stop_all)
-        return process
 
     def wait_for_death(self, name: str, timeout: float = 120) -> None:
         """Until a process the test expects to die has died."""
@@ -208,10 +205,12 @@ class Cluster(fixtures.Fixture):
 
     def spawn(self, binary, name, extra_config=None, env=None):
         files = [self.config_file] + ([extra_config] if extra_config else [])
-        process = self.useFixture(ServiceProcess(
+        return self._run(name, ServiceProcess(
             binary, files, self.state_path, name, env=env,
             prefix=self.prefixes.get(name, ())))
-        self.processes[name] = process
+
+    def _run(self, name: str, process: ServiceProcess) -> ServiceProcess:
+        self.processes[name] = self.useFixture(process)
         # Registered after each process, so that it runs before any
         # process's own stop.
         self.addCleanup(self.stop_all)
