@@ -13,6 +13,7 @@ import requests
 from tests import real_guest
 from tests.integration import base
 from volmig import guest_writes
+from volmig import states
 from volmig.compute.drivers import guests
 
 BOOT_TIMEOUT = 180
@@ -137,11 +138,28 @@ class RealGuestTestCase(base.ProcessTestCase):
         return code, body
 
     def wait_migrated(self, volume_id):
-        return self.wait_until(
+        """The volume's move ended, and so did each guest's migration.
+
+        The volume service records its move's end once every guest let
+        go of src, while the guests may still be committing into dst
+        (their servers still in task_state volume_migrating)."""
+        volume = self.wait_until(
             lambda: (lambda v: v if v.get('migration_status') in
                      ('success', 'error') else None)(
                          self.volume_status(volume_id)),
             timeout=BOOT_TIMEOUT, what='volume %s to migrate' % volume_id)
+
+        def guests_done():
+            code, body = self.rest(
+                'GET', '/os-volume-migrations?volume_id=%s' % volume_id)
+            self.assertEqual(200, code, body)
+            return all(migration['status'] in states.TERMINAL
+                       for migration in body['volume_migrations'])
+
+        self.wait_until(guests_done, timeout=BOOT_TIMEOUT,
+                        what='the guests of volume %s to end their '
+                        'migrations' % volume_id)
+        return volume
 
     # The guest.
 
