@@ -123,6 +123,10 @@ class RealGuestTestCase(base.ProcessTestCase):
         return self.rest('POST', '/servers/%s/action' % server_id, body)
 
     def stop(self, server_id):
+        # Once it is idle: a drain or a volume's move is recorded done
+        # when the guests let go of src, while they may still commit
+        # into dst (task_state volume_migrating refuses the stop).
+        self.wait_for_status(server_id, 'ACTIVE')
         code, body = self.action(server_id, {'os-stop': None})
         self.assertEqual(202, code, body)
         self.wait_for_status(server_id, 'SHUTOFF')
