@@ -21,7 +21,8 @@ Each time is from the retype request to Cinder's ``migration_status:
 success``; the attached runs also check every acknowledged write on the
 new backend. Each attached run also times a detached volume's move while
 its guest writes, the baseline under the same load. Last, the copy's own
-floor: Cinder's ``dd`` against volmig's verified copy and its read-back.
+floor: Cinder's ``dd`` against volmig's verified copy and its read-back,
+apart and at once.
 Run as root (bind mounts), after ``tools/bootstrap.sh``::
 
     .venv/bin/python -m benchmarks.cinder_migration [--size-gb 1] \\
@@ -29,6 +30,7 @@ Run as root (bind mounts), after ``tools/bootstrap.sh``::
 """
 
 import argparse
+from concurrent import futures
 import os
 import re
 import shutil
@@ -205,21 +207,39 @@ def copy_floor(directory: str, size_gb: int) -> dict[str, float]:
     """Seconds of each part of a copy of one volume's file, idle, on the
     file system of Cinder's shares: Cinder's ``dd`` (as
     ``volume_utils.copy_volume`` runs it), volmig's copy (src hashed as
-    read), and the read-back from the disk that verifies it."""
+    read), and the read-back from the disk that verifies it. Last, a
+    copy and a read-back at once: whether reading each chunk back while
+    the next ones are copied would save time on this disk, or whether
+    the two share its bandwidth and take their sum anyway.
+
+    src comes from the disk each time, as it does in a migration."""
     size = size_gb * 1024 ** 3
     paths = [os.path.join(directory, 'floor-' + name)
-             for name in ('src', 'dd', 'volmig')]
+             for name in ('src', 'dd', 'volmig', 'again')]
     for path in paths:
         with open(path, 'wb') as handle:
             handle.truncate(size)
-    src, by_dd, by_volmig = paths
+    src, by_dd, by_volmig, again = paths
     real_guest.fill(src, size_gb * 1024)
     times = {}
 
     def timed(name, function, *args, **kwargs):
+        fd = os.open(src, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
         began = time.monotonic()
         function(*args, **kwargs)
         times[name] = time.monotonic() - began
+
+    def together():
+        with futures.ThreadPoolExecutor(max_workers=1) as other:
+            reading = other.submit(copy_mod.sha256_from_disk, by_volmig,
+                                   CHUNK)
+            copy_mod.copy(src, again, CHUNK)
+            reading.result()
 
     try:
         timed('Cinder\'s dd', subprocess.run, [  # nosec
@@ -228,6 +248,7 @@ def copy_floor(directory: str, size_gb: int) -> dict[str, float]:
             capture_output=True)
         timed('volmig\'s copy', copy_mod.copy, src, by_volmig, CHUNK)
         timed('its read-back', copy_mod.sha256_from_disk, by_volmig, CHUNK)
+        timed('a copy and a read-back at once', together)
     finally:
         for path in paths:
             os.unlink(path)
@@ -296,6 +317,10 @@ def main() -> None:
             for step, times in by_step.items()))
     print('  the copy alone, idle: %s' % ', '.join(
         '%s %.1f s' % item for item in floor.items()))
+    apart = floor['volmig\'s copy'] + floor['its read-back']
+    print('  the read-back overlapped with the copy would save at most '
+          '%.1f s of their %.1f s' % (
+              apart - floor['a copy and a read-back at once'], apart))
     # The compute API's path copies with volmig's check from the disk
     # where Cinder's own copy runs dd and reads nothing back: with every
     # other step free, it takes the detached migration with dd swapped
