@@ -15,6 +15,7 @@ import functools
 from cinderclient import api_versions
 from cinderclient import client as cinder_client
 from cinderclient import exceptions as cinder_exc
+import futurist
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 from keystoneauth1 import service_token
@@ -116,6 +117,9 @@ class CinderVolumeAdapter(base.VolumeAdapter):
             region_name=section.region_name,
             endpoint_override=section.endpoint_override,
             connect_retries=section.connect_retries)
+        # A volume and its attachments are two reads from cinder-api,
+        # made at once: a migration's start waits on them.
+        self._reads = futurist.ThreadPoolExecutor(max_workers=4)
 
     def _attachments_of(self, volume_id: str | None = None) -> list[dict]:
         search = {'volume_id': volume_id} if volume_id else None
@@ -142,8 +146,9 @@ class CinderVolumeAdapter(base.VolumeAdapter):
 
     @_refusals('show a volume')
     def get_volume(self, ctxt, volume_id):
-        return _volume(self._client.volumes.get(volume_id),
-                       self._attachments_of(volume_id))
+        attachments = self._reads.submit(self._attachments_of, volume_id)
+        volume = self._client.volumes.get(volume_id)
+        return _volume(volume, attachments.result())
 
     @_refusals('show a volume')
     def volume_size_mb(self, ctxt, volume_id):

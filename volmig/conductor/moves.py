@@ -212,12 +212,13 @@ class MoveConductor:
         return records.update(ctxt, move['id'], STARTING, status=COPYING,
                               copy_host=first['host'])
 
-    def _dst_attachment(self, ctxt, move: dict, src_id: str) -> dict:
-        """The new volume's attachment for one server, made once."""
+    def _dst_attachment_id(self, ctxt, move: dict, src_id: str) -> str:
+        """The new volume's attachment for one server, made once. Its id
+        only: whoever uses it next reads it from Cinder, and refuses one
+        that is gone."""
         entry = move['attachments'][src_id]
         if entry.get('dst_attachment_id'):
-            return self.volume_api.attachment_get(ctxt,
-                                                  entry['dst_attachment_id'])
+            return entry['dst_attachment_id']
         attachment = self.volume_api.attachment_create(
             ctxt, move['new_volume_id'], entry['instance_uuid'],
             entry['attach_mode'])
@@ -225,15 +226,14 @@ class MoveConductor:
         entries[src_id] = dict(entry, dst_attachment_id=attachment['id'])
         move.update(records.update(ctxt, move['id'], move['status'],
                                    attachments=entries))
-        return attachment
+        return attachment['id']
 
     def _copying(self, ctxt, move: dict) -> dict:
         src_id = sorted(move['attachments'])[0]
         entry = move['attachments'][src_id]
-        dst = self._dst_attachment(ctxt, move, src_id)
         dst = self.volume_api.attachment_update(
-            ctxt, dst['id'], services.connector(ctxt, move['copy_host'],
-                                                entry['attach_mode']))
+            ctxt, self._dst_attachment_id(ctxt, move, src_id),
+            services.connector(ctxt, move['copy_host'], entry['attach_mode']))
         src_info = db.bdm_get_by_attachment(ctxt, src_id)['connection_info']
         host = move['copy_host']
         while True:
@@ -271,8 +271,10 @@ class MoveConductor:
             migration = self.client.get(
                 ctxt, move['attachments'][src_id]['migration_id'])
             if migration['status'] == states.STARTED:
-                dst = self._dst_attachment(ctxt, move, src_id)
-                self.client.complete(ctxt, src_id, dst['id'], wait=False)
+                self.client.complete(
+                    ctxt, src_id, self._dst_attachment_id(ctxt, move,
+                                                          src_id),
+                    wait=False)
             self.client.wait_for(ctxt, migration['id'],
                                  client_mod.SRC_RELEASED_OR_LATER,
                                  timeout=FOREVER)
