@@ -359,10 +359,10 @@ def verified_copy(volumes, conf, volume: dict, dst: dict,
 
     began = time.monotonic()
     volumes.update_volume(volume['id'],
-                               migration_copy_started_at=timeutils.utcnow())
+                          migration_copy_started_at=timeutils.utcnow())
     src_sum = copy(volume['path'], dst['path'], chunk,
-                            max_bytes_per_second, progress,
-                            conf.storage.copy_offload)
+                   max_bytes_per_second, progress,
+                   conf.storage.copy_offload)
     volumes.update_volume(
         volume['id'], migration_copy_ended_at=timeutils.utcnow(),
         migration_copy_seconds=round(time.monotonic() - began, 3))
