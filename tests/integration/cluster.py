@@ -87,9 +87,19 @@ class ServiceProcess(fixtures.Fixture):
                                         stderr=subprocess.STDOUT,
                                         env=dict(os.environ, **self.env))
         self.addCleanup(self.stop)
-        self.addDetail(os.path.basename(self.log_path),
-                       content.content_from_file(self.log_path,
-                                                 buffer_now=False))
+        self.addDetail(os.path.basename(self.log_path), content.Content(
+            content.UTF8_TEXT, self._log_bytes))
+
+    def _log_bytes(self) -> list[bytes]:
+        """The log, read when the test's result is recorded. A process
+        that failed the test before it logged anything left no file:
+        ``content_from_file`` would raise there, in the test runner, and
+        end its worker with the tests it had left."""
+        try:
+            with open(self.log_path, 'rb') as log:
+                return [log.read()]
+        except FileNotFoundError:
+            return [b'(no log: the process wrote none)']
 
     def wait_ready(self, timeout: float = 120) -> None:
         """Until the process logs that it is ready (it consumes its RPC

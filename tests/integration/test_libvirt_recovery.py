@@ -53,8 +53,8 @@ class LibvirtRecoveryTest(test_libvirt.LibvirtGuestTestCase):
         """Replace the agent by one that dies (or kills libvirtd) at a
         step: ``crash_at``'s arguments."""
         self.cluster.restart('compute-1', command=[
-            sys.executable, '-m', 'tests.integration.crash_at', *how])
-        self.cluster.wait_until_registered()
+            sys.executable, '-m', 'tests.integration.crash_at',
+            *how]).wait_ready()
 
     def more_acks(self, server, volume_id, count=10) -> None:
         self.wait_for_acks(server, volume_id,
@@ -64,8 +64,7 @@ class LibvirtRecoveryTest(test_libvirt.LibvirtGuestTestCase):
         """The agent died; the guest writes on; the agent comes back."""
         self.cluster.wait_for_death('compute-1')
         self.more_acks(server, volume_id)
-        self.cluster.restart('compute-1')
-        self.cluster.wait_until_registered()
+        self.cluster.restart('compute-1').wait_ready()
 
     def wait_completed(self, volume_id) -> None:
         """Until the volume's migration is over: the volume lives on dst

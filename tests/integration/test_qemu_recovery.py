@@ -39,8 +39,7 @@ class RecoveryTestCase(data_path.QemuTestCase):
         """Replace the agent by one that dies at ``step``."""
         self.cluster.restart('compute-1', command=[
             sys.executable, '-m', 'tests.integration.crash_at',
-            step])
-        self.cluster.wait_until_registered()
+            step]).wait_ready()
 
     def agent_died_and_restarted(self, writer, number: int) -> int:
         """Write while the agent is dead, bring it back, write again."""
@@ -196,8 +195,7 @@ class QemuDeathTest(RecoveryTestCase):
     def test_qemu_killed_mid_migration(self):
         self.cluster.restart('compute-1', command=[
             sys.executable, '-m', 'tests.integration.crash_at',
-            '--qemu', self.fault])
-        self.cluster.wait_until_registered()
+            '--qemu', self.fault]).wait_ready()
         server, bdm, vol, writer, _, migration = (
             self.started_under_writes())
         writer.flush()
