@@ -45,6 +45,11 @@ class LibvirtRecoveryTest(test_libvirt.LibvirtGuestTestCase):
         # process's own calls wait as long: 30 s made its call time out
         # as the API's did, before the API could answer.)
         options[('DEFAULT', 'rpc_response_timeout')] = 15
+        # The agent is away for a while at each step (the guest writes on,
+        # then the agent starts: 40 s on a loaded CI machine); the
+        # healer, which fails a migration whose agent stays away past
+        # this, is not what this test is about.
+        options[('conductor', 'migration_stall_timeout')] = 120
         # Power changes reach the agent by libvirt's events alone.
         options[('compute', 'sync_power_state_interval')] = 3600
         return options
