@@ -153,3 +153,28 @@ class MigrationConductorTest(ConductorTestBase):
         self.assertIsNone(db.instance_get(
             self.ctxt, self.instance['uuid'])['task_state'])
         self.assertEqual([True], self.ended)
+
+    def test_dst_is_attached_before_src_released_is_recorded(self):
+        # Block storage ends a move once it sees src_released: by then no
+        # attachment of the move may still be half made.
+        migration = self.started()
+        dst = self.volumes.attachment_create(
+            self.ctxt, self.volumes.create_volume(self.ctxt, 16)['id'],
+            self.instance['uuid'])
+        self.conductor.accept_complete(self.ctxt, self.src['id'], dst['id'])
+        seen = []
+        complete = self.volumes.attachment_complete
+
+        def recording(ctxt, attachment_id):
+            seen.append(self.conductor.get(ctxt, migration['id'])['status'])
+            complete(ctxt, attachment_id)
+
+        self.volumes.attachment_complete = recording
+        switched = self.conductor.switched(self.ctxt, migration['id'], {})
+        self.assertEqual([states.COMPLETING], seen)
+        self.assertEqual(states.SRC_RELEASED, switched['status'])
+        self.assertEqual('attached', self.volumes.attachment_get(
+            self.ctxt, dst['id'])['attach_status'])
+        self.assertEqual(dst['id'], db.bdm_get_by_volume(
+            self.ctxt, self.instance['uuid'],
+            switched['volume_id'])['attachment_id'])

@@ -244,8 +244,9 @@ class MigrationConductor:
     def switched(self, ctxt, migration_id: str, pauses: dict) -> dict:
         """The guest is on dst: src may be released.
 
-        The mapping takes dst's attachment in the transaction that records
-        ``src_released``; block storage hears of it after the commit.
+        dst's attachment is marked attached first, as block storage ends a
+        move once it sees ``src_released`` (a repeated report returns
+        early); the mapping takes it in the transaction that records it.
         """
         current = db.migration_get(ctxt, migration_id)
         if current['status'] in states.COMPLETE_REQUESTED - {
@@ -253,11 +254,11 @@ class MigrationConductor:
             return present(current)
         dst = self.volume_api.attachment_get(ctxt,
                                              current['dst_attachment_id'])
+        self.volume_api.attachment_complete(ctxt, dst['id'])
         with db.transaction(ctxt):
             migration = self._move(ctxt, migration_id, {states.COMPLETING},
                                    states.SRC_RELEASED, pauses)
             self._repoint_to(ctxt, current, dst)
-        self.volume_api.attachment_complete(ctxt, dst['id'])
         return migration
 
     def job_ended(self, ctxt, migration_id: str, status: str,
@@ -369,6 +370,8 @@ class MigrationConductor:
         if side == 'dst':
             dst = self.volume_api.attachment_get(
                 ctxt, current['dst_attachment_id'])
+            # Before the record says recovered, as a switch does.
+            self.volume_api.attachment_complete(ctxt, dst['id'])
         with db.transaction(ctxt):
             bdm = db.bdm_get_by_volume(ctxt, current['instance_uuid'],
                                        current['volume_id'])
@@ -378,8 +381,6 @@ class MigrationConductor:
                 'recovery_needed': False,
                 'error_reason': '%s Recovered: the guest is on %s.' % (
                     current['error_reason'], side)})
-        if dst is not None:
-            self.volume_api.attachment_complete(ctxt, dst['id'])
         LOG.warning('Volume migration %(id)s: recovered, the guest of '
                     'server %(instance)s is on %(side)s',
                     {'id': migration_id, 'side': side,
