@@ -16,7 +16,10 @@ from volmig import guest_writes
 from volmig import states
 from volmig.compute.drivers import guests
 
-BOOT_TIMEOUT = 180
+# A deadline for a hang, not a measure: on a CI machine 2.7 times slower
+# than usual, four guests booting beside another test worker's guests
+# took over 180 s to acknowledge their first writes.
+BOOT_TIMEOUT = 300
 
 
 class RealGuestTestCase(base.ProcessTestCase):
