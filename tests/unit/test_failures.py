@@ -53,5 +53,3 @@ class FailuresTest(base.BaseTestCase):
         status, printed = self._run({'a.test_one': 'fail'}, ['a.test_one'])
         self.assertEqual(0, status)
         self.assertIn('stage: FAILED a.test_one', printed)
-
-
