@@ -4,7 +4,9 @@ import threading
 
 from alembic import autogenerate
 from alembic import migration as alembic_migration
+from oslo_db.sqlalchemy import engines
 from oslotest import base
+import sqlalchemy as sa
 
 from tests import fixtures
 from volmig import context as volmig_context
@@ -181,3 +183,20 @@ class ConcurrentWritersTest(DatabaseTestCase):
             thread.join()
         self.assertEqual([], errors)
         self.assertEqual(4, len(db.service_get_all(self.ctxt)))
+
+
+class ConnectionTest(DatabaseTestCase):
+
+    def test_transactions_reuse_their_connections(self):
+        # oslo.db would open a SQLite file anew for each transaction.
+        opened = []
+        sa.event.listen(db.get_engine(), 'connect',
+                        lambda *args: opened.append(1))
+        for _ in range(5):
+            db.service_get_all(self.ctxt)
+        self.assertLessEqual(len(opened), 1)
+
+    def test_native_threads_do_not_yield_at_each_checkin(self):
+        # oslo.db's yield is for green threads (tests run on native ones).
+        self.assertNotIn(engines._thread_yield,
+                         list(db.get_engine().pool.dispatch.checkin))

@@ -5,6 +5,7 @@ import typing
 
 from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import enginefacade
+from oslo_service import backend
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
@@ -12,6 +13,7 @@ from volmig import exception
 from volmig import metrics
 from volmig import states
 from volmig.db import models
+from volmig.db import sqlite
 
 _CONTEXT = enginefacade.transaction_context()
 
@@ -20,36 +22,16 @@ def configure(connection: str) -> None:
     """Point the data layer at a database; used by services and tests."""
     global _CONTEXT
     _CONTEXT = enginefacade.transaction_context()
-    _CONTEXT.configure(connection=connection, sqlite_fk=True)
-    _CONTEXT.append_on_engine_create(_serialize_sqlite_transactions)
+    # oslo.db yields the processor as each connection goes back to its
+    # pool so that green threads take turns; native threads are
+    # preempted, and there the yield hands the interpreter lock away in
+    # the middle of a request.
+    green = backend.get_backend_type() == backend.BackendType.EVENTLET
+    _CONTEXT.configure(connection=connection, sqlite_fk=True,
+                       thread_checkin=green)
+    _CONTEXT.append_on_engine_create(sqlite.pool_connections)
+    _CONTEXT.append_on_engine_create(sqlite.serialize_transactions)
     _CONTEXT.append_on_engine_create(metrics.count_statements)
-
-
-def _serialize_sqlite_transactions(engine) -> None:
-    """On SQLite, make every transaction take the write lock as it begins.
-
-    Several threads of the embedded default share one SQLite file. A
-    transaction that reads and then writes cannot upgrade its lock while
-    another holds one, and SQLite fails it at once ("database is locked")
-    instead of waiting. Taking the lock up front makes them queue.
-    """
-    if engine.dialect.name != 'sqlite':
-        return
-
-    @sa.event.listens_for(engine, 'connect')
-    def _connect(dbapi_connection, record):
-        dbapi_connection.execute('PRAGMA busy_timeout = 60000')
-        # One fsync of the log per commit instead of several of the file.
-        dbapi_connection.execute('PRAGMA journal_mode = WAL')
-
-    # oslo.db has pysqlite leave transactions to SQLAlchemy and emits a
-    # plain BEGIN itself; make that BEGIN take the write lock.
-    @sa.event.listens_for(engine, 'before_cursor_execute', retval=True)
-    def _begin_immediate(connection, cursor, statement, parameters, context,
-                         executemany):
-        if statement == 'BEGIN':
-            statement = 'BEGIN IMMEDIATE'
-        return statement, parameters
 
 
 def transaction(ctxt):
