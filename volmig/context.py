@@ -1,10 +1,8 @@
 """The request context that travels with every RPC message."""
 
 from oslo_context import context
-from oslo_db.sqlalchemy import enginefacade
 
 
-@enginefacade.transaction_context_provider
 class RequestContext(context.RequestContext):
     """A caller's identity and the request id that follows its request."""
 

@@ -11,6 +11,7 @@ import oslo_messaging as messaging
 from oslo_reports import guru_meditation_report as gmr
 from oslo_service import backend
 from oslo_service import service
+from oslo_utils import importutils
 
 from volmig import context as volmig_context
 from volmig import exception
@@ -19,14 +20,9 @@ from volmig import owners
 from volmig import rpc
 from volmig import systemd_notify
 from volmig import version
-from volmig.api import manager as api_manager
-from volmig.compute import manager as compute_manager
 from volmig.compute import rpcapi as compute_rpcapi
-from volmig.conductor import manager as conductor_manager
 from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
-from volmig.db import api as db_api
-from volmig.volume_service import manager as storage_manager
 from volmig.volume_service import rpcapi as storage_rpcapi
 
 LOG = logging.getLogger(__name__)
@@ -36,11 +32,17 @@ CONDUCTOR = 'volmig-conductor'
 COMPUTE = compute_rpcapi.BINARY
 VOLUME = 'volmig-volume'
 
-_KINDS: dict[str, tuple[str, typing.Any]] = {
-    API: (api_manager.TOPIC, api_manager.APIManager),
-    CONDUCTOR: (conductor_rpcapi.TOPIC, conductor_manager.ConductorManager),
-    COMPUTE: (compute_rpcapi.TOPIC, compute_manager.ComputeManager),
-    VOLUME: (storage_rpcapi.TOPIC, storage_manager.VolumeManager),
+# Each process imports its own manager alone: a process pays for every
+# module it imports each time it starts (a compute agent imported the
+# conductor's, volmig-api's and volmig-volume's and the database layer's,
+# about a third of its start), and an agent has no use for them.
+_KINDS: dict[str, tuple[str, str]] = {
+    API: (API, 'volmig.api.manager.APIManager'),
+    CONDUCTOR: (conductor_rpcapi.TOPIC,
+                'volmig.conductor.manager.ConductorManager'),
+    COMPUTE: (compute_rpcapi.TOPIC, 'volmig.compute.manager.ComputeManager'),
+    VOLUME: (storage_rpcapi.TOPIC,
+             'volmig.volume_service.manager.VolumeManager'),
 }
 
 
@@ -59,9 +61,11 @@ class Service(service.Service):
         self.binary = binary
         self.host = host or CONF.host
         self.topic, manager_class = _KINDS[binary]
-        self.manager = manager_class(self.host)
-        self._report = (db_api.service_update if binary == CONDUCTOR
-                        else conductor_rpcapi.ConductorAPI().service_update)
+        self.manager = importutils.import_class(manager_class)(self.host)
+        # The conductor records its own heartbeat: only it has the database.
+        self._report = (importutils.import_module(
+            'volmig.db.api').service_update if binary == CONDUCTOR
+            else conductor_rpcapi.ConductorAPI().service_update)
         self._servers: list[typing.Any] = []
         self._ready = threading.Event()
 
