@@ -14,13 +14,11 @@ from volmig.db import api as db_api
 from volmig.db import models
 
 
-def context(ctxt, src_attachment_id: str, compute_binary: str) -> dict:
-    """The attachment's mapping, its server, the server's compute service
-    and the attachment's latest migration (or None), in one query."""
+def _context_query():
     latest = sa.select(sa.func.max(models.VolumeMigration.id)).where(
         models.VolumeMigration.src_attachment_id
-        == src_attachment_id).scalar_subquery()
-    query = sa.select(
+        == sa.bindparam('attachment_id')).scalar_subquery()
+    return sa.select(
         models.BlockDeviceMapping, models.Instance, models.Service,
         models.VolumeMigration).join(
             models.Instance, sa.and_(
@@ -28,13 +26,33 @@ def context(ctxt, src_attachment_id: str, compute_binary: str) -> dict:
                 == models.BlockDeviceMapping.instance_uuid,
                 models.Instance.deleted_at.is_(None))).outerjoin(
             models.Service, sa.and_(
-                models.Service.binary == compute_binary,
+                models.Service.binary == sa.bindparam('binary'),
                 models.Service.host == models.Instance.host)).outerjoin(
             models.VolumeMigration,
             models.VolumeMigration.id == latest).where(
-                models.BlockDeviceMapping.attachment_id == src_attachment_id)
+                models.BlockDeviceMapping.attachment_id
+                == sa.bindparam('attachment_id'))
+
+
+# Built once: building a statement costs more than sending it to SQLite
+# (a start's statements were rebuilt, and their cache keys computed, on
+# every call).
+_START_CONTEXT = _context_query()
+_ATTACHED_SERVERS = sa.select(models.Instance).join(
+    models.BlockDeviceMapping,
+    models.BlockDeviceMapping.instance_uuid == models.Instance.uuid).where(
+        models.BlockDeviceMapping.volume_id == sa.bindparam('volume_id'),
+        models.Instance.deleted_at.is_(None)).order_by(
+            models.BlockDeviceMapping.id)
+
+
+def context(ctxt, src_attachment_id: str, compute_binary: str) -> dict:
+    """The attachment's mapping, its server, the server's compute service
+    and the attachment's latest migration (or None), in one query."""
     with db_api.transaction(ctxt) as session:
-        row = session.execute(query).first()
+        row = session.execute(_START_CONTEXT, {
+            'attachment_id': src_attachment_id,
+            'binary': compute_binary}).first()
         if row is None:
             raise exception.AttachmentNotFound(
                 attachment_id=src_attachment_id)
@@ -51,13 +69,7 @@ def attached_servers(ctxt, volume_id: str) -> list[dict]:
     """The servers that the volume is attached to, in one query."""
     with db_api.transaction(ctxt) as session:
         return [instance.to_dict() for instance in session.scalars(
-            sa.select(models.Instance).join(
-                models.BlockDeviceMapping,
-                models.BlockDeviceMapping.instance_uuid
-                == models.Instance.uuid).where(
-                    models.BlockDeviceMapping.volume_id == volume_id,
-                    models.Instance.deleted_at.is_(None)).order_by(
-                        models.BlockDeviceMapping.id))]
+            _ATTACHED_SERVERS, {'volume_id': volume_id})]
 
 
 def record(ctxt, values: dict) -> dict:
