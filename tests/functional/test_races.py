@@ -2,14 +2,18 @@
 
 import functools
 import threading
+import time
 
 import fixtures
 from oslo_utils import uuidutils
+import sqlalchemy as sa
 
 from tests.functional import base
+from volmig import context as volmig_context
 from volmig import exception
 from volmig import states
 from volmig.db import api as db
+from volmig.db import locks
 
 
 def race(*calls):
@@ -31,6 +35,23 @@ def race(*calls):
     for thread in threads:
         thread.join()
     return results
+
+
+def waiting_on_lock(engine) -> None:
+    """Return once a transaction waits on an advisory lock (PostgreSQL),
+    or after a moment (SQLite, where the waiter cannot be seen: the other
+    transaction's BEGIN waits in the driver)."""
+    if engine.dialect.name != 'postgresql':
+        time.sleep(1)
+        return
+    query = sa.text("SELECT count(*) FROM pg_locks "
+                    "WHERE locktype = 'advisory' AND NOT granted")
+    for _ in range(600):
+        with engine.connect() as connection:
+            if connection.execute(query).scalar():
+                return
+        time.sleep(0.05)
+    raise AssertionError('no transaction waited on the volume\'s lock')
 
 
 class MigrationRaceTest(base.ServicesTestCase):
@@ -163,29 +184,72 @@ class MigrationRaceTest(base.ServicesTestCase):
                 [], self.conductor.instance_get(
                     self.admin, other['uuid'])['block_devices'])
 
+    def _other_mapping(self, other: dict, bdm: dict) -> dict:
+        """A mapping that another conductor's attach recorded, of which
+        block storage's view of the volume knows nothing yet."""
+        return {'instance_uuid': other['uuid'], 'volume_id': bdm['volume_id'],
+                'attachment_id': uuidutils.generate_uuid(),
+                'attach_mode': 'rw', 'device_name': '/dev/vdb'}
+
+    def assert_nothing_started(self, server: dict, exc: Exception,
+                               other: dict) -> None:
+        self.assertIsInstance(exc, exception.MigrationInProgress)
+        self.assertIn(other['uuid'], exc.message)
+        self.assertEqual([], self.client.list(
+            self.ctxt, instance_uuid=server['uuid']))
+        self.assertIsNone(self.conductor.instance_get(
+            self.admin, server['uuid'])['task_state'])
+
     def test_a_start_gives_way_to_an_attach_it_did_not_see(self):
-        """What several conductors need: the database, not a lock of one
-        process, settles an attach against a start."""
+        """Block storage was read before an attach; the attach's mapping
+        was recorded before the start decided: the start gives way."""
         server, bdm = self.create_server(multiattach=True)
         [other] = self.conductor.build_instances(self.user, 'other', [], 1,
                                                  None)
         self.wait_for_server(other['uuid'], states.VM_ACTIVE)
-        migration = self.client.start(self.ctxt, bdm['attachment_id'])
-        # What another conductor's attach recorded while this start was
-        # deciding, from the records this start had read.
-        db.bdm_create(self.admin, {
-            'instance_uuid': other['uuid'], 'volume_id': bdm['volume_id'],
-            'attachment_id': uuidutils.generate_uuid(),
-            'attach_mode': 'rw', 'device_name': '/dev/vda'})
-        migrations = self.services['conductor-host'].manager.migrations
-        exc = self.assertRaises(
-            exception.MigrationInProgress,
-            migrations._check_no_attach_raced, self.admin,
-            db.migration_get(self.admin, migration['id']),
-            [db.instance_get(self.admin, server['uuid'])])
-        self.assertIn(other['uuid'], exc.message)
-        failed = self.client.get(self.ctxt, migration['id'])
-        self.assertEqual((states.ERROR, False),
-                         (failed['status'], failed['recovery_needed']))
-        self.assertIsNone(self.conductor.instance_get(
-            self.admin, server['uuid'])['task_state'])
+        db.bdm_create(self.admin, self._other_mapping(other, bdm))
+        exc = self.assertRaises(exception.MigrationInProgress,
+                                self.client.start, self.ctxt,
+                                bdm['attachment_id'])
+        self.assert_nothing_started(server, exc, other)
+
+    def test_a_start_waits_for_an_attach_holding_the_volume(self):
+        """What several conductors need: the database, not a lock of one
+        process, settles an attach against a start. Another conductor's
+        attach holds the volume's lock, its mapping not yet committed; the
+        start waits for it and then sees the mapping."""
+        server, bdm = self.create_server(multiattach=True)
+        [other] = self.conductor.build_instances(self.user, 'other', [], 1,
+                                                 None)
+        self.wait_for_server(other['uuid'], states.VM_ACTIVE)
+        held, release = threading.Event(), threading.Event()
+
+        def attach_holding_the_lock():
+            # A context of its own: the transaction is kept on it.
+            ctxt = volmig_context.get_admin_context()
+            with db.transaction(ctxt) as session:
+                locks.lock_volume(session, bdm['volume_id'])
+                db.bdm_create(ctxt, self._other_mapping(other, bdm))
+                held.set()
+                release.wait(30)
+
+        holder = threading.Thread(target=attach_holding_the_lock)
+        holder.start()
+        self.addCleanup(holder.join)
+        self.addCleanup(release.set)
+        held.wait(30)
+        results: list = []
+
+        def start():
+            try:
+                self.client.start(self.ctxt, bdm['attachment_id'])
+            except exception.VolmigException as exc:
+                results.append(exc)
+
+        starter = threading.Thread(target=start)
+        starter.start()
+        waiting_on_lock(db.get_engine())
+        release.set()
+        starter.join()
+        self.assertEqual(1, len(results), 'the start went on')
+        self.assert_nothing_started(server, results[0], other)

@@ -12,11 +12,11 @@ from oslo_utils import uuidutils
 from volmig import exception
 from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
-from volmig.conductor import migrations
 from volmig.conductor import moves
 from volmig.conductor import rules
 from volmig.conductor import services
 from volmig.db import api as db
+from volmig.db import locks
 
 LOG = logging.getLogger(__name__)
 
@@ -165,8 +165,8 @@ class InstanceConductor:
                         zip(block_devices, volumes, modes, strict=True))]
             # Recorded, then checked, as an attach does.
             for volume in volumes:
-                rules.check_can_attach(volume, db.migration_get_all(
-                    ctxt, status=states.IN_PROGRESS, volume_id=volume['id']))
+                rules.check_can_attach(volume, locks.attach_check(
+                    ctxt, volume['id'])['migrations'])
         except Exception:
             for instance in built:
                 self._discard(ctxt, instance['uuid'])
@@ -256,12 +256,6 @@ class InstanceConductor:
     def attach_volume(self, ctxt, instance_uuid: str, volume_id: str,
                       attach_mode: str) -> dict:
         rules.check_attach_mode(attach_mode)
-        with migrations.volume_lock(volume_id):
-            return self._attach_volume(ctxt, instance_uuid, volume_id,
-                                       attach_mode)
-
-    def _attach_volume(self, ctxt, instance_uuid: str, volume_id: str,
-                       attach_mode: str) -> dict:
         instance = db.instance_get(ctxt, instance_uuid)
         volume = self.volume_api.get_volume(ctxt, volume_id)
         if any(a['instance_uuid'] == instance_uuid
@@ -280,11 +274,12 @@ class InstanceConductor:
             bdm = self._attach_records(ctxt, instance, volume, attach_mode,
                                        index, None)
             try:
-                # Recorded, then checked: a start that another conductor
-                # recorded meanwhile is seen now (its own check sees this
-                # mapping), and this attach gives way.
-                rules.check_can_attach(volume, db.migration_get_all(
-                    ctxt, status=states.IN_PROGRESS, volume_id=volume_id))
+                # Recorded, then checked under the volume's lock: a start
+                # that any conductor recorded meanwhile is seen now, or
+                # that start sees this mapping (volmig.db.locks).
+                rules.check_attach_recorded(
+                    volume, instance_uuid, locks.attach_check(ctxt,
+                                                              volume_id))
                 self.compute_api.attach_volume(
                     ctxt, instance['host'], instance, bdm,
                     host_version=service['version'])

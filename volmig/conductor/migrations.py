@@ -4,7 +4,6 @@ Every status change is decided here and written through the one gate
 (``db.migration_update``), each before the work it announces.
 """
 
-from oslo_concurrency import lockutils
 from oslo_log import log as logging
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
@@ -16,6 +15,7 @@ from volmig.conductor import queue
 from volmig.conductor import rules
 from volmig.conductor import services
 from volmig.db import api as db
+from volmig.db import locks
 from volmig.db import starts
 
 LOG = logging.getLogger(__name__)
@@ -44,13 +44,6 @@ def in_flight(ctxt, migration: dict) -> bool:
     owner's to record, and no one else reconciles it."""
     return (migration['status'] == states.STARTING
             and services.owner_alive(ctxt, migration['owner']))
-
-
-def volume_lock(volume_id: str):
-    """Held while a start counts a volume's attachments, and while an
-    attach checks for migrations and records its attachment, so that
-    neither misses the other in this conductor."""
-    return lockutils.lock('volume-migration-%s' % volume_id)
 
 
 class MigrationConductor:
@@ -88,25 +81,30 @@ class MigrationConductor:
         if latest and latest['status'] in _STARTED_ALREADY:
             return {'migration': present(latest), 'bdm': None,
                     'created': False}
-        with volume_lock(found['bdm']['volume_id']):
-            if not queue.capped(found['service']):
-                return self._begin(ctxt, starting, owner, found)
-            with queue.caps_lock():
-                return self._begin(ctxt, starting, owner, found,
-                                   capped=True)
+        # Read before the decision's transaction: no lock is held across
+        # a call to another service. What this read misses, the decision
+        # sees in the volume's mappings (rules.check_attachments_seen).
+        volume = self.volume_api.get_volume(ctxt, found['bdm']['volume_id'])
+        if not queue.capped(found['service']):
+            return self._begin(ctxt, starting, owner, found, volume)
+        with queue.caps_lock():
+            return self._begin(ctxt, starting, owner, found, volume,
+                               capped=True)
 
     def _begin(self, ctxt, starting: bool, owner: str | None, found: dict,
-               capped: bool = False) -> dict:
+               volume: dict, capped: bool = False) -> dict:
         bdm, instance, service = (found['bdm'], found['instance'],
                                   found['service'])
-        # Read under the volume's lock, so no attach slips in between.
-        volume = self.volume_api.get_volume(ctxt, bdm['volume_id'])
-        with db.transaction(ctxt):
+        with db.transaction(ctxt) as session:
+            # An attach checks under the same lock once it has recorded
+            # its mapping: one of the two sees the other (volmig.db.locks).
+            locks.lock_volume(session, volume['id'])
             rules.check_no_other_migration(
                 instance, bdm['attachment_id'], volume,
                 db.migration_get_all(ctxt, status=states.IN_PROGRESS,
                                      volume_id=volume['id']))
             attached = starts.attached_servers(ctxt, volume['id'])
+            rules.check_attachments_seen(volume, attached)
             mode = rules.choose_migration_mode(
                 instance, volume, attached, service['capabilities'])
             held = capped and queue.reason_to_queue(ctxt, service,
@@ -128,30 +126,12 @@ class MigrationConductor:
                 raise exception.MigrationInProgress(
                     what='server %s' % instance['uuid'],
                     reason=exc.message)
-        self._check_no_attach_raced(ctxt, migration, attached)
         LOG.info('Volume migration %(id)s %(status)s (%(mode)s) for volume '
                  '%(volume)s of server %(instance)s%(held)s',
                  {'id': migration['id'], 'mode': mode, 'status': status,
                   'held': ': %s' % held if held else '',
                   'volume': volume['id'], 'instance': instance['uuid']})
         return {'migration': present(migration), 'bdm': bdm, 'created': True}
-
-    def _check_no_attach_raced(self, ctxt, migration: dict,
-                               attached: list[dict]) -> None:
-        """Recorded and committed, then checked: an attach that another
-        conductor made while this start was deciding is seen now, and the
-        start gives way. The attach checks the same way the other round,
-        so two racers may both give way, but never both go on."""
-        known = {instance['uuid'] for instance in attached}
-        now = {instance['uuid'] for instance in starts.attached_servers(
-            ctxt, migration['volume_id'])}
-        if now <= known:
-            return
-        reason = ('server %s attached it while the migration started; '
-                  'start again' % ', '.join(sorted(now - known)))
-        self.fail(ctxt, migration['id'], reason, recovery_needed=False)
-        raise exception.MigrationInProgress(
-            what='volume %s' % migration['volume_id'], reason=reason)
 
     def accept_cancel(self, ctxt, src_attachment_id: str) -> dict:
         """Returns ``{'migration', 'bdm', 'send'}``."""

@@ -86,6 +86,37 @@ def check_can_attach(volume: dict,
             instance_uuid=volume['attachments'][0]['instance_uuid'])
 
 
+def check_attach_recorded(volume: dict, instance_uuid: str,
+                          check: dict) -> None:
+    """An attach's check once its mapping is recorded, from what
+    ``volmig.db.locks.attach_check`` read under the volume's lock: no
+    migration began meanwhile and, unless the volume is multiattach, no
+    other server's mapping was recorded meanwhile."""
+    check_can_attach(volume, check['migrations'])
+    others = [mapping['instance_uuid'] for mapping in check['mappings']
+              if mapping['instance_uuid'] != instance_uuid]
+    if others and not volume['multiattach']:
+        raise exception.MultiattachNotSupported(volume_id=volume['id'],
+                                                instance_uuid=others[0])
+
+
+def check_attachments_seen(volume: dict,
+                           attached_instances: Iterable[dict]) -> None:
+    """Refuse a start whose view of the volume, read from block storage
+    before its decision, misses a server that the volume's mappings hold:
+    an attach recorded it meanwhile. The attach goes on; the start is
+    tried again, and then decides with the new attachment in view."""
+    seen = {attachment['instance_uuid']
+            for attachment in volume['attachments']}
+    missed = sorted(instance['uuid'] for instance in attached_instances
+                    if instance['uuid'] not in seen)
+    if missed:
+        raise exception.MigrationInProgress(
+            what='volume %s' % volume['id'],
+            reason='its attachments changed while the migration started '
+            '(server %s); start again' % ', '.join(missed))
+
+
 def check_instance_idle(instance: dict, action: str) -> None:
     """Refuse an action on an instance that has a task in progress."""
     if instance['task_state'] is not None:
