@@ -160,29 +160,63 @@ class MigrationRaceTest(base.ServicesTestCase):
                                        for b in server['block_devices']])
 
     def test_attach_racing_a_start_never_forks_the_volume(self):
-        server, bdm = self.create_server(multiattach=True)
+        """20 rounds, each side given a head start in turn; after each,
+        the attach is in the volume's records everywhere or nowhere, and
+        a migration began only if the attach was refused."""
         [other] = self.conductor.build_instances(self.user, 'other', [], 1,
                                                  None)
         self.wait_for_server(other['uuid'], states.VM_ACTIVE)
-        start, attach = race(
-            lambda: self.client.start(self.ctxt, bdm['attachment_id']),
-            lambda: self.conductor.attach_volume(
-                self.user, other['uuid'], bdm['volume_id'], 'rw'))
+        outcomes = set()
+        for round_ in range(20):
+            server, bdm = self.create_server(multiattach=True)
+            head_start = round_ // 2 % 5 * 0.01
+            start, attach = race(
+                functools.partial(
+                    self.after, head_start * (round_ % 2), self.client.start,
+                    self.ctxt, bdm['attachment_id']),
+                functools.partial(
+                    self.after, head_start * (1 - round_ % 2),
+                    self.conductor.attach_volume, self.user, other['uuid'],
+                    bdm['volume_id'], 'rw'))
+            won = [r for r in (start, attach) if isinstance(r, dict)]
+            self.assertEqual(1, len(won), (start, attach))
+            for result in (start, attach):
+                if isinstance(result, Exception):
+                    self.assertIsInstance(result, exception.VolmigException)
+                    self.assertLess(result.code, 500, result.message)
+                    self.assertNotIn('Traceback', result.message)
+            if isinstance(start, Exception):
+                # The attach came first: two writers, both running.
+                self.assertIsInstance(start, (
+                    exception.MultiattachMigrationNotSupported,
+                    exception.MigrationInProgress))
+                self.assertEqual([], self.client.list(
+                    self.ctxt, instance_uuid=server['uuid']))
+            else:
+                # The start came first: new attachments wait for it.
+                self.assertIsInstance(attach, exception.MigrationInProgress)
+            self.assert_one_view(bdm['volume_id'],
+                                 {server['uuid']} | ({other['uuid']}
+                                                     if attach is won[0]
+                                                     else set()))
+            outcomes.add(start is won[0])
+        self.assertEqual({True, False}, outcomes)
 
-        won = [r for r in (start, attach) if not isinstance(r, Exception)]
-        self.assertEqual(1, len(won), (start, attach))
-        if isinstance(start, Exception):
-            # The attach came first: two writers, both running.
-            self.assertIsInstance(start,
-                                  exception.MultiattachMigrationNotSupported)
-            self.assertEqual([], self.client.list(
-                self.ctxt, instance_uuid=server['uuid']))
-        else:
-            # The start came first: new attachments wait for it.
-            self.assertIsInstance(attach, exception.MigrationInProgress)
-            self.assertEqual(
-                [], self.conductor.instance_get(
-                    self.admin, other['uuid'])['block_devices'])
+    @staticmethod
+    def after(delay, call, *args):
+        time.sleep(delay)
+        return call(*args)
+
+    def assert_one_view(self, volume_id: str, servers: set) -> None:
+        """Block storage's attachments and volmig's mappings name the
+        same servers, none of them half attached."""
+        volume = self.volumes.get_volume(self.admin, volume_id)
+        self.assertEqual(servers, {a['instance_uuid']
+                                   for a in volume['attachments']})
+        self.assertEqual(['attached'] * len(servers),
+                         [a['attach_status'] for a in volume['attachments']])
+        self.assertEqual(servers, {m['instance_uuid'] for m in db.bdm_get_all(
+            self.admin, volume_id=volume_id)})
 
     def _other_mapping(self, other: dict, bdm: dict) -> dict:
         """A mapping that another conductor's attach recorded, of which

@@ -81,6 +81,34 @@ class AttachRulesTest(base.BaseTestCase):
                                 [_migration(states.STARTED)])
         self.assertEqual(409, exc.code)
 
+    def test_attach_recorded_meets_a_migration_or_another_mapping(self):
+        mappings = [{'instance_uuid': 'i-9'}, {'instance_uuid': 'i-2'}]
+        exc = self.assertRaises(
+            exception.MultiattachNotSupported, rules.check_attach_recorded,
+            _volume(), 'i-9', {'migrations': [], 'mappings': mappings})
+        self.assertEqual(400, exc.code)
+        self.assertIn('i-2', str(exc))
+        exc = self.assertRaises(
+            exception.MigrationInProgress, rules.check_attach_recorded,
+            _volume(multiattach=True), 'i-9',
+            {'migrations': [_migration(states.STARTING)],
+             'mappings': mappings[:1]})
+        self.assertEqual(409, exc.code)
+        rules.check_attach_recorded(_volume(), 'i-9', {
+            'migrations': [], 'mappings': mappings[:1]})
+        rules.check_attach_recorded(_volume(multiattach=True), 'i-9', {
+            'migrations': [], 'mappings': mappings})
+
+    def test_start_that_missed_a_mapping_gives_way(self):
+        volume = _volume(multiattach=True, modes=['ro'])
+        exc = self.assertRaises(
+            exception.MigrationInProgress, rules.check_attachments_seen,
+            volume, [_instance('i-1'), _instance('i-7')])
+        self.assertEqual(409, exc.code)
+        self.assertIn('i-7', str(exc))
+        self.assertNotIn('i-1', str(exc))
+        rules.check_attachments_seen(volume, [_instance('i-1')])
+
     def test_feature_on_old_compute(self):
         exc = self.assertRaises(exception.ComputeTooOld,
                                 rules.check_compute_version, 'old-host',

@@ -1,9 +1,10 @@
 """The statements of a volume migration's start.
 
-``begin`` runs in one transaction and within a budget of six statements
-(a test counts them): what the start concerns, the volume's migrations
-in progress, its servers, the server's lock, the record, and the check
-that no attach slipped in. Each query here is one statement.
+``begin`` sends at most six statements (a test counts them), in two
+transactions: what the start concerns; then, holding the volume's lock
+(``volmig.db.locks``, one statement on PostgreSQL), the volume's
+migrations in progress, its servers, the server's compare-and-swap and
+the record. Each query here is one statement.
 """
 
 import sqlalchemy as sa
