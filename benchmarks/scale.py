@@ -27,10 +27,9 @@ import sys  # noqa: E402
 import time  # noqa: E402
 
 import fixtures  # noqa: E402
-from prometheus_client import parser as prom_parser  # noqa: E402
-import requests  # noqa: E402
 
 from benchmarks import rpc_start  # noqa: E402
+from benchmarks import served  # noqa: E402
 from tests import fixtures as test_fixtures  # noqa: E402
 from tests.integration import base as integration_base  # noqa: E402
 from tests.integration import cluster  # noqa: E402
@@ -61,41 +60,6 @@ def cpu_seconds(pid: int) -> float:
     with open('/proc/%d/stat' % pid) as stat:
         fields = stat.read().rsplit(')', 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
-
-
-def _samples(ports: list[int], name: str):
-    """Each sample of metric ``name`` that the processes on ``ports``
-    expose now."""
-    for port in ports:
-        text = requests.get('http://127.0.0.1:%d/metrics' % port,
-                            timeout=30).text
-        for family in prom_parser.text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == name:
-                    yield sample
-
-
-def requests_served(ports: list[int]) -> dict[str, float]:
-    """RPC requests served so far by method, summed over the processes
-    whose metrics are on ``ports``."""
-    served: dict[str, float] = {}
-    for sample in _samples(ports, 'volmig_rpc_requests_total'):
-        method = sample.labels['method']
-        served[method] = served.get(method, 0) + sample.value
-    return served
-
-
-def statements_sent(ports: list[int]) -> float:
-    """Database statements sent so far by the processes on ``ports``."""
-    return sum(sample.value for sample in
-               _samples(ports, 'volmig_db_statements_total'))
-
-
-def served_since(before: dict, ports: list[int]) -> dict[str, float]:
-    after = requests_served(ports)
-    return {method: count - before.get(method, 0)
-            for method, count in after.items()
-            if count > before.get(method, 0)}
 
 
 def wait_for_agents(hosts: list[str], timeout: float = 120) -> None:
@@ -290,15 +254,15 @@ def main() -> None:
                 bare_busy = machine_busy_seconds() - busy_before
                 conductor = services.processes['conductor'].process.pid
                 ports = [conductor_port, api_port] + agent_ports
-                served_before = requests_served(ports)
-                sent_before = statements_sent(ports)
+                served_before = served.requests_served(ports)
+                sent_before = served.statements_sent(ports)
                 cpu_before = cpu_seconds(conductor)
                 busy_before = machine_busy_seconds()
                 seconds = migrate_all(pairs, args.concurrency)
                 cpu = cpu_seconds(conductor) - cpu_before
                 busy = machine_busy_seconds() - busy_before
-                served = served_since(served_before, ports)
-                sent = statements_sent(ports) - sent_before
+                requests = served.served_since(served_before, ports)
+                sent = served.statements_sent(ports) - sent_before
                 # Then each commit job copies for a while, as QEMU's do.
                 for agent in agents:
                     agent.stop()
@@ -308,10 +272,10 @@ def main() -> None:
                 pairs = destinations(servers(args.migrations,
                                              args.concurrency),
                                      args.concurrency)
-                reports_before = requests_served([conductor_port])
+                reports_before = served.requests_served([conductor_port])
                 copying = migrate_all(pairs, args.concurrency)
-                reports = served_since(reports_before, [conductor_port]).get(
-                    PROGRESS, 0)
+                reports = served.served_since(
+                    reports_before, [conductor_port]).get(PROGRESS, 0)
             rpc.cleanup()
         finally:
             drop()
@@ -340,11 +304,11 @@ def main() -> None:
         sent / args.migrations))
     # Requests the services answered, heartbeats and periodic tasks
     # included; each is at least a round trip through the broker.
-    per_migration = sum(served.values()) / args.migrations
+    per_migration = sum(requests.values()) / args.migrations
     print('RPC requests served per migration: %.1f (%s)' % (
         per_migration, ', '.join(
             '%s %.2f' % (method, count / args.migrations)
-            for method, count in sorted(served.items(),
+            for method, count in sorted(requests.items(),
                                         key=lambda item: -item[1]))))
     print('if a migration cost only its messages, each as much as a bare '
           'call: at most %.3f' % (1 / per_migration))

@@ -1,7 +1,8 @@
 """Prometheus metrics: what each process counts, and how it is served.
 
 Agents count bytes copied, guest I/O pauses and job durations; every
-service counts the errors its RPC endpoints answer. Migrations by status
+service times the requests its RPC endpoints serve and counts the errors
+they answer. Migrations by status
 come from the conductor at scrape time, for the whole cloud, on the API's
 ``/metrics``.
 """
@@ -22,8 +23,13 @@ PAUSES = prometheus_client.Histogram(
 JOB_SECONDS = prometheus_client.Histogram(
     'volmig_job_duration_seconds', 'How long agents\' jobs ran.', ['kind'],
     buckets=(0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600))
-RPC_REQUESTS = prometheus_client.Counter(
-    'volmig_rpc_requests', 'Requests served by RPC endpoints.', ['method'])
+# Served time, in the serving process: a caller's round trip adds the
+# broker's hops and both ends' (de)serialization, which this leaves out,
+# so that a slow answer shows which process spent the time.
+RPC_SECONDS = prometheus_client.Histogram(
+    'volmig_rpc_request_seconds', 'Requests served by RPC endpoints, by '
+    'the seconds this process took to serve each.', ['method'],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30))
 RPC_ERRORS = prometheus_client.Counter(
     'volmig_rpc_errors', 'Errors answered by RPC endpoints.',
     ['method', 'error'])

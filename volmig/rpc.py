@@ -2,6 +2,7 @@
 
 import functools
 import inspect
+import time
 
 from oslo_log import log as logging
 import oslo_messaging as messaging
@@ -62,7 +63,14 @@ def endpoint(method):
 
     @functools.wraps(method)
     def checked(self, ctxt, **kwargs):
-        metrics.RPC_REQUESTS.labels(method=method.__name__).inc()
+        began = time.monotonic()
+        try:
+            return _served(self, ctxt, **kwargs)
+        finally:
+            metrics.RPC_SECONDS.labels(method=method.__name__).observe(
+                time.monotonic() - began)
+
+    def _served(self, ctxt, **kwargs):
         try:
             signature.bind(self, ctxt, **kwargs)
         except TypeError as exc:

@@ -25,7 +25,8 @@ class MetricsAccessTest(base.ServicesTestCase):
     def test_open_to_anyone_by_default(self):
         answer = self.scrape('open')
         self.assertEqual(200, answer.status_code)
-        self.assertIn('volmig_rpc_requests_total', answer.text)
+        self.assertIn('# TYPE volmig_rpc_request_seconds histogram',
+                      answer.text)
 
     def test_token_needs_an_admin(self):
         self.assertEqual(401, self.scrape('token').status_code)

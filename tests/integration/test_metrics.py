@@ -1,5 +1,6 @@
 """Prometheus metrics from real processes: the API's, for the cloud, and
-a qemu agent's own, after a live migration and a refusal."""
+a qemu agent's own, after a live migration and a refusal: what each
+process served, and how long it took."""
 
 from prometheus_client import parser
 import requests
@@ -55,7 +56,19 @@ class MetricsTest(test_qemu_data_path.QemuTestCase):
             value for (name, _), value in agent.items()
             if name == 'volmig_job_duration_seconds_count'))
 
+        # Each process times what it served: the agent its start, the
+        # API the client's start and both completes, the refused one too.
+        start = frozenset({('method', 'migration_start')})
+        self.assertEqual(1, agent[('volmig_rpc_request_seconds_count',
+                                   start)])
         api = scrape(self.endpoint.rsplit('/v2.1', 1)[0] + '/metrics')
+        served = {dict(labels)['method']: value
+                  for (name, labels), value in api.items()
+                  if name == 'volmig_rpc_request_seconds_count'}
+        self.assertEqual(1, served['migration_start'])
+        self.assertEqual(2, served['migration_complete'])
+        self.assertGreater(api[('volmig_rpc_request_seconds_sum', start)],
+                           0)
         self.assertEqual(1, api[('volmig_migrations',
                                  frozenset({('status', 'completed')}))])
         self.assertEqual(1, api[('volmig_rpc_errors_total', frozenset({

@@ -1,8 +1,13 @@
 """What an RPC method's caller gets when the method fails: a typed error
-whose message names the problem, never a traceback."""
+whose message names the problem, never a traceback; and how long each
+request took to serve, in the process's metrics."""
 
+from unittest import mock
+
+import fixtures
 import oslo_messaging as messaging
 from oslotest import base
+import prometheus_client
 
 from tests import fixtures as volmig_fixtures
 from volmig import exception
@@ -11,12 +16,18 @@ from volmig import rpc
 
 class Endpoint:
 
-    def __init__(self, error):
+    def __init__(self, error, clock=None):
         self.error = error
+        self.clock = clock
 
     @rpc.endpoint
     def act(self, ctxt, value):
-        raise self.error
+        if self.clock is not None:
+            # What serving this request took.
+            self.clock.now += value
+        if self.error is not None:
+            raise self.error
+        return value
 
 
 class EndpointTest(base.BaseTestCase):
@@ -65,3 +76,30 @@ class EndpointTest(base.BaseTestCase):
         raised = self.act(None, colour=1)
         self.assertIsInstance(raised, exception.InvalidInput)
         self.assertIn('arguments of act', raised.message)
+
+
+class ServedTimeTest(base.BaseTestCase):
+    """Each request is timed around the method, answered or refused."""
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(volmig_fixtures.ConfFixture())
+        self.clock = mock.Mock(now=100.0)
+        clock = mock.Mock(monotonic=lambda: self.clock.now)
+        self.useFixture(fixtures.MockPatchObject(rpc, 'time', clock))
+
+    @staticmethod
+    def served(method='act') -> tuple[float, float]:
+        """(requests, seconds) served so far by ``method``."""
+        return tuple(prometheus_client.REGISTRY.get_sample_value(
+            'volmig_rpc_request_seconds_%s' % part, {'method': method}) or 0
+            for part in ('count', 'sum'))
+
+    def test_an_answer_and_a_refusal_are_each_timed(self):
+        count, seconds = self.served()
+        self.assertEqual(0.25, Endpoint(None, self.clock).act({}, value=0.25))
+        self.assertRaises(messaging.ExpectedException,
+                          Endpoint(exception.InvalidInput(
+                              field='value', reason='odd'), self.clock).act,
+                          {}, value=1.5)
+        self.assertEqual((count + 2, seconds + 1.75), self.served())

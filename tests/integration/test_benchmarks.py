@@ -1,0 +1,77 @@
+"""The RPC benchmarks as README.rst runs them, as processes, on the
+machine's RabbitMQ and PostgreSQL, at a size a test can afford."""
+
+import os
+import re
+import subprocess
+import sys
+
+from oslotest import base
+import testtools
+
+from tests.integration import base as integration_base
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+NUMBER = r'([\d.]+)'
+
+
+@testtools.skipUnless(integration_base.rabbit_reachable(),
+                      'RabbitMQ is not reachable')
+class BenchmarkTest(base.BaseTestCase):
+    """Each benchmark starts its own services, on a vhost of its own."""
+
+    def run_benchmark(self, *args) -> str:
+        run = subprocess.run([sys.executable, '-m', *args], cwd=ROOT,
+                             capture_output=True, text=True, timeout=600)
+        self.assertEqual(0, run.returncode, run.stderr[-3000:])
+        self.assertNotIn('Traceback', run.stdout + run.stderr)
+        return run.stdout
+
+    def number(self, output: str, label: str) -> float:
+        found = re.search(r'^ *%s +%s' % (re.escape(label), NUMBER), output,
+                          re.MULTILINE)
+        self.assertIsNotNone(found, '%r not in:\n%s' % (label, output))
+        return float(found.group(1))
+
+    def test_rpc_start_shows_where_a_start_goes(self):
+        output = self.run_benchmark('benchmarks.rpc_start',
+                                    '--iterations', '5')
+        for row in ('bare oslo.messaging call', 'volmig start (call)',
+                    'volmig cancel (accepted)'):
+            self.assertGreater(self.number(output, row), 0)
+        start = self.number(output, 'start, as the client waited')
+        api = self.number(output, 'served by volmig-api migration_start')
+        # Each process's share comes from its own /metrics; what the API
+        # served holds its three calls, and the client's wait holds it.
+        leaves = [self.number(output, label) for label in (
+            'volmig-conductor migration_begin',
+            'volmig-compute migration_start',
+            'volmig-conductor migration_started')]
+        for ms in leaves:
+            self.assertGreater(ms, 0)
+        self.assertLess(sum(leaves), api)
+        self.assertLess(api, start)
+        rest = self.number(output, "the 4 hops and volmig-api's own work")
+        self.assertAlmostEqual(start - sum(leaves), rest, delta=0.02)
+
+    def test_scale_counts_requests_and_statements_per_migration(self):
+        output = self.run_benchmark(
+            'benchmarks.scale', '--migrations', '4', '--agents', '2',
+            '--agents-per-process', '2', '--concurrency', '2',
+            '--job-seconds', '0.2')
+        per_migration = re.search(
+            r'^RPC requests served per migration: %s \((.*)\)$' % NUMBER,
+            output, re.MULTILINE)
+        self.assertIsNotNone(per_migration, output)
+        served = dict(
+            (method, float(count)) for method, count in (
+                part.split() for part in per_migration.group(2).split(', ')))
+        # Every migration's start reaches the API and its agent, and the
+        # conductor's begin, once each at least.
+        self.assertGreaterEqual(served['migration_start'], 2)
+        self.assertGreaterEqual(served['migration_begin'], 1)
+        statements = re.search(
+            r'^database statements per migration: %s$' % NUMBER, output,
+            re.MULTILINE)
+        self.assertGreater(float(statements.group(1)), 0)
