@@ -27,6 +27,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 
 import fixtures  # noqa: E402
+import sqlalchemy as sa  # noqa: E402
 
 from benchmarks import rpc_start  # noqa: E402
 from benchmarks import served  # noqa: E402
@@ -200,6 +201,24 @@ def bare_rate(count: int, workers: int) -> float:
         server.wait()
 
 
+def bare_statements_busy(count: int, workers: int) -> float:
+    """Machine CPU seconds for ``count`` statements that do nothing
+    (``SELECT 1``), five to a transaction, from as many threads, on the
+    migrations' database: less than any statement of a migration costs,
+    as their transactions hold two to five."""
+    ctxt = volmig_context.get_admin_context()
+
+    def five(_):
+        with db_api.transaction(ctxt) as session:
+            for _ in range(5):
+                session.execute(sa.text('SELECT 1'))
+
+    busy_before = machine_busy_seconds()
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        list(pool.map(five, range(count // 5)))
+    return machine_busy_seconds() - busy_before
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--migrations', type=int, default=200)
@@ -252,6 +271,9 @@ def main() -> None:
                 busy_before = machine_busy_seconds()
                 bare = bare_rate(bare_calls, args.concurrency)
                 bare_busy = machine_busy_seconds() - busy_before
+                bare_statements = 10 * bare_calls
+                statement_busy = bare_statements_busy(bare_statements,
+                                                      args.concurrency)
                 conductor = services.processes['conductor'].process.pid
                 ports = [conductor_port, api_port] + agent_ports
                 served_before = served.requests_served(ports)
@@ -300,8 +322,10 @@ def main() -> None:
     print('machine CPU per bare call: %.1f ms; a migration costs %.1f bare '
           'calls of CPU (goal <= 12)'
           % (1000 * bare_cpu, busy / args.migrations / bare_cpu))
-    print('database statements per migration: %.1f' % (
-        sent / args.migrations))
+    statement_cpu = statement_busy / bare_statements
+    print('database statements per migration: %.1f; machine CPU per bare '
+          'statement (SELECT 1, five to a transaction): %.2f ms'
+          % (sent / args.migrations, 1000 * statement_cpu))
     # Requests the services answered, heartbeats and periodic tasks
     # included; each is at least a round trip through the broker.
     per_migration = sum(requests.values()) / args.migrations
@@ -312,6 +336,12 @@ def main() -> None:
                                         key=lambda item: -item[1]))))
     print('if a migration cost only its messages, each as much as a bare '
           'call: at most %.3f' % (1 / per_migration))
+    # What this many requests and statements cost with no work in them:
+    # below it, a migration needs fewer of them, not faster code.
+    floor = per_migration + sent / args.migrations * statement_cpu / bare_cpu
+    print('if each request cost a bare call and each statement a bare '
+          'statement: %.1f bare calls of CPU per migration (goal <= 12)'
+          % floor)
     print('with %.1f s commit jobs: %d migrations in %.1f s, %.1f progress '
           'reports per migration' % (args.job_seconds, args.migrations,
                                      copying, reports / args.migrations))

@@ -72,6 +72,15 @@ class BenchmarkTest(base.BaseTestCase):
         self.assertGreaterEqual(served['migration_start'], 2)
         self.assertGreaterEqual(served['migration_begin'], 1)
         statements = re.search(
-            r'^database statements per migration: %s$' % NUMBER, output,
-            re.MULTILINE)
+            r'^database statements per migration: %s; machine CPU per bare '
+            r'statement .*: %s ms$' % (NUMBER, NUMBER), output, re.MULTILINE)
+        self.assertIsNotNone(statements, output)
         self.assertGreater(float(statements.group(1)), 0)
+        self.assertGreater(float(statements.group(2)), 0)
+        # The floor counts each request as a bare call, and the
+        # statements on top.
+        floor = re.search(r'a bare statement: %s bare calls of CPU per '
+                          r'migration' % NUMBER, output)
+        self.assertIsNotNone(floor, output)
+        self.assertGreater(float(floor.group(1)),
+                           float(per_migration.group(1)))
