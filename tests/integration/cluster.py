@@ -247,17 +247,38 @@ class Cluster(fixtures.Fixture):
         return process
 
     def stop_all(self) -> None:
-        """Every process stopped gracefully, the conductor last (the others
-        report to it while they stop). Each takes up to 5 s (its broker
-        poll's timeout): one after another, that was half of a short
-        test's time."""
-        rest = [p for n, p in self.processes.items() if n != 'conductor']
-        for wave in (rest, [self.processes.get('conductor')]):
-            wave = [process for process in wave if process is not None]
-            for process in wave:
-                process.signal()
-            for process in wave:
-                process.wait()
+        """Every process stopped once the test is over: an agent that runs
+        guests gracefully (it stops them), the conductor after those (they
+        report to it while they stop), the rest killed at once.
+
+        A graceful stop waits for each idle listener's poll of the broker
+        to time out (up to 5 s): two waves of it were 4 s of every test
+        (measured: 3.8 s of a 9.1 s test). Stopping on SIGTERM is tested
+        where it is the point: restarts, systemd's stop, guests stopped
+        with their agent.
+        """
+        graceful = [process for name, process in self.processes.items()
+                    if self._runs_guests(name)]
+        rest = [process for name, process in self.processes.items()
+                if name != 'conductor' and process not in graceful]
+        for process in rest:
+            process.signal(signal.SIGKILL)
+        for process in graceful:
+            process.signal()
+        for process in graceful + rest:
+            process.wait()
+        conductor = self.processes.get('conductor')
+        if conductor is not None:
+            conductor.stop(signal.SIGKILL)
+
+    def _runs_guests(self, name: str) -> bool:
+        """Whether process ``name`` is an agent whose driver starts real
+        guests (QEMU, libvirt), which must not outlive it."""
+        if self.processes[name].binary != 'volmig-compute':
+            return False
+        driver = self.process_options.get(name, {}).get(
+            ('compute', 'driver'), self.options[('compute', 'driver')])
+        return driver != 'fake'
 
     def check_processes(self) -> None:
         for name, process in self.processes.items():
