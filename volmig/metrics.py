@@ -2,9 +2,8 @@
 
 Agents count bytes copied, guest I/O pauses and job durations; every
 service times the requests its RPC endpoints serve and counts the errors
-they answer. Migrations by status
-come from the conductor at scrape time, for the whole cloud, on the API's
-``/metrics``.
+they answer. Migrations by status come from the conductor at scrape time,
+for the whole cloud, on the API's ``/metrics``.
 """
 
 import prometheus_client
