@@ -46,6 +46,18 @@ class VhostFixture(fixtures.Fixture):
                      {'configure': '.*', 'write': '.*', 'read': '.*'})
         self.url = 'rabbit://guest:guest@%s:%d/%s' % (RABBIT + (self.name,))
 
+    def consumed_queues(self) -> set[str]:
+        """The vhost's queues that some listener consumes from now.
+
+        Asked of the broker itself: the management API's figures lag by
+        up to its statistics interval (5 s).
+        """
+        listing = self._ctl('list_queues', '-p', self.name,
+                            '--no-table-headers', 'name', 'consumers')
+        return {name for name, _, consumers in (
+            line.strip().partition('\t') for line in listing.splitlines())
+            if consumers.strip() not in ('', '0')}
+
     @staticmethod
     def _manage(method: str, path: str, body: dict | None = None) -> None:
         try:

@@ -42,6 +42,7 @@ class BrokerRestartTest(recovery.RecoveryTestCase):
 
         # The seed case: a delete cast sits in the agent's queue when the
         # broker goes down, and is lost with it.
+        consumed = self.vhost.consumed_queues()
         agent = self.cluster.processes['compute-1'].process
         agent.send_signal(signal.SIGSTOP)
         try:
@@ -53,6 +54,13 @@ class BrokerRestartTest(recovery.RecoveryTestCase):
         finally:
             agent.send_signal(signal.SIGCONT)
         number = self.write_some(writer, 20, number)
+        # A restarted broker has none of the queues it had (they are not
+        # durable): a request sent before its server has declared its
+        # queue again is dropped, and its caller times out. Be the
+        # block-storage service once every listener is back, as its
+        # operator would after an outage.
+        self.wait_until(lambda: consumed <= self.vhost.consumed_queues(),
+                        timeout=120, what='every listener to consume again')
 
         dst, attachment = self.copy_to_dst(server, bdm, vol)
         self.complete_retrying(bdm, attachment)

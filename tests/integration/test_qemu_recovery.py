@@ -54,7 +54,9 @@ class RecoveryTestCase(data_path.QemuTestCase):
             try:
                 return self.client.complete(self.ctxt, bdm['attachment_id'],
                                             attachment['id'], wait=False)
-            except messaging.MessagingTimeout:
+            except (messaging.MessagingTimeout, exception.ServiceTimeout):
+                # Lost between the caller and volmig-api, or between
+                # volmig-api and the conductor (a 503 "try again").
                 return None
         return self.wait_until(complete, timeout=120,
                                what='complete to be accepted')
