@@ -5,11 +5,15 @@ import json
 import os
 
 import fixtures
+import oslo_messaging as messaging
 
+from tests import fixtures as volmig_fixtures
 from tests.functional import test_races
 from tests.unit import test_db
 from volmig import exception
 from volmig.block_storage import base
+from volmig.block_storage import file
+from volmig.conf import CONF
 from volmig.volume_service import manager
 
 
@@ -139,3 +143,29 @@ class StorageRecordsTest(test_db.DatabaseTestCase):
         self.assertFalse(os.path.exists(path))
         self.assertTrue(os.path.exists(path + '.imported'))
         self.assertEqual(1, len(self.volumes.list_volumes(self.ctxt)))
+
+
+class FileAdapterReadsTest(test_db.DatabaseTestCase):
+    """The conductor's adapter reads volumes in the database; nobody
+    serves volmig-volume's topic here."""
+
+    def setUp(self):
+        super().setUp()
+        CONF.set_override('rpc_response_timeout', 1)
+        self.useFixture(volmig_fixtures.RPCFixture())
+        self.volume = manager.FileVolumes().create_volume(self.ctxt, 8,
+                                                          pool='a')
+        self.adapter = file.FileVolumeAdapter()
+
+    def test_with_the_database_a_volume_is_read_there(self):
+        found = self.adapter.with_database().get_volume(self.ctxt,
+                                                        self.volume['id'])
+        self.assertEqual(self.volume, found)
+        self.assertRaises(exception.VolumeNotFound,
+                          self.adapter.with_database().get_volume,
+                          self.ctxt, '00000000-0000-0000-0000-000000000000')
+
+    def test_without_it_volmig_volume_is_asked(self):
+        self.assertRaises(messaging.MessagingTimeout,
+                          self.adapter.get_volume, self.ctxt,
+                          self.volume['id'])

@@ -30,6 +30,12 @@ class VolumeAdapter(abc.ABC):
         ``attach_status``. Raises VolumeNotFound.
         """
 
+    def with_database(self) -> 'VolumeAdapter':
+        """This adapter in a process that has volmig's database (the
+        conductor): the same one, unless the block-storage service keeps
+        its records in that database."""
+        return self
+
     def volume_size_mb(self, ctxt, volume_id: str) -> int:
         """The volume's size, for a check that needs nothing else; an
         adapter that reads it alone, in fewer requests, overrides this.

@@ -37,7 +37,7 @@ class ConductorManager:
 
     def __init__(self, host: str):
         self.host = host
-        volume_api = block_storage.get_adapter()
+        volume_api = block_storage.get_adapter().with_database()
         compute_api = compute_rpcapi.ComputeAPI(
             lambda: min_service_version(volmig_context.get_admin_context(),
                                         compute_rpcapi.BINARY))
