@@ -153,19 +153,32 @@ class FileAdapterReadsTest(test_db.DatabaseTestCase):
         super().setUp()
         CONF.set_override('rpc_response_timeout', 1)
         self.useFixture(volmig_fixtures.RPCFixture())
-        self.volume = manager.FileVolumes().create_volume(self.ctxt, 8,
-                                                          pool='a')
+        volumes = manager.FileVolumes()
+        self.volume = volumes.create_volume(self.ctxt, 8, pool='a')
+        self.attachment = volumes.attachment_create(
+            self.ctxt, self.volume['id'], 'server-1', 'ro')
+        self.volume = volumes.get_volume(self.ctxt, self.volume['id'])
         self.adapter = file.FileVolumeAdapter()
 
-    def test_with_the_database_a_volume_is_read_there(self):
+    def test_with_the_database_volumes_and_attachments_are_read_there(self):
         found = self.adapter.with_database().get_volume(self.ctxt,
                                                         self.volume['id'])
         self.assertEqual(self.volume, found)
+        self.assertEqual(self.attachment,
+                         self.adapter.with_database().attachment_get(
+                             self.ctxt, self.attachment['id']))
+        unknown = '00000000-0000-0000-0000-000000000000'
         self.assertRaises(exception.VolumeNotFound,
                           self.adapter.with_database().get_volume,
-                          self.ctxt, '00000000-0000-0000-0000-000000000000')
+                          self.ctxt, unknown)
+        self.assertRaises(exception.AttachmentNotFound,
+                          self.adapter.with_database().attachment_get,
+                          self.ctxt, unknown)
 
     def test_without_it_volmig_volume_is_asked(self):
         self.assertRaises(messaging.MessagingTimeout,
                           self.adapter.get_volume, self.ctxt,
                           self.volume['id'])
+        self.assertRaises(messaging.MessagingTimeout,
+                          self.adapter.attachment_get, self.ctxt,
+                          self.attachment['id'])

@@ -14,16 +14,21 @@ class FileVolumeAdapter(rpcapi.StorageAPI, base.VolumeAdapter):
         self._records: records.VolumeRecords | None = None
 
     def with_database(self) -> 'FileVolumeAdapter':
-        """Reads a volume's record where volmig-volume keeps it, in
-        volmig's database, rather than asking volmig-volume: the
-        conductor's ``begin`` then makes no call nested in the start
-        (which volmig-volume may itself be waiting on). Every change
+        """Reads volumes and attachments where volmig-volume keeps them,
+        in volmig's database, rather than asking volmig-volume: the
+        conductor then makes no call for a read from inside a start or a
+        complete that volmig-volume itself may be waiting on. Every change
         still goes through volmig-volume, which owns the records."""
         local = copy.copy(self)
         local._records = records.VolumeRecords()
         return local
 
+    def _reads(self):
+        """Where a read goes: the records, or volmig-volume."""
+        return self._records if self._records is not None else super()
+
     def get_volume(self, ctxt, volume_id):
-        if self._records is None:
-            return super().get_volume(ctxt, volume_id)
-        return self._records.get_volume(ctxt, volume_id)
+        return self._reads().get_volume(ctxt, volume_id)
+
+    def attachment_get(self, ctxt, attachment_id):
+        return self._reads().attachment_get(ctxt, attachment_id)
