@@ -178,3 +178,35 @@ class MigrationConductorTest(ConductorTestBase):
         self.assertEqual(dst['id'], db.bdm_get_by_volume(
             self.ctxt, self.instance['uuid'],
             switched['volume_id'])['attachment_id'])
+
+    def test_started_keeps_what_an_older_agent_recorded_before(self):
+        # Agents older than RPC 1.3 report starting themselves, with its
+        # pauses: started merges its own into them instead of replacing.
+        begun = self.conductor.begin(self.ctxt, self.src['id'])
+        self.assertEqual(states.ACCEPTED, begun['migration']['status'])
+        self.conductor.set_status(self.ctxt, begun['migration']['id'],
+                                  states.STARTING, {'prepare': 2.0})
+        started = self.conductor.started(self.ctxt, begun['migration']['id'],
+                                         {'start': 1.0})
+        self.assertEqual((states.STARTED, {'prepare': 2.0, 'start': 1.0}),
+                         (started['status'], started['pauses_ms']))
+
+    def test_a_repeated_started_changes_nothing(self):
+        migration = self.started()
+        again = self.conductor.started(self.ctxt, migration['id'],
+                                       {'start': 9.0})
+        self.assertEqual((states.STARTED, {'start': 1.0}),
+                         (again['status'], again['pauses_ms']))
+
+    def test_started_after_a_cancel_is_refused(self):
+        begun = self.conductor.begin(self.ctxt, self.src['id'],
+                                     starting=True)
+        self.conductor.fail(self.ctxt, begun['migration']['id'], 'gone',
+                            recovery_needed=False)
+        error = self.assertRaises(
+            exception.InvalidMigrationState, self.conductor.started,
+            self.ctxt, begun['migration']['id'], {'start': 1.0})
+        self.assertIn(states.ERROR, error.message)
+        failed = self.conductor.get(self.ctxt, begun['migration']['id'])
+        self.assertEqual((states.ERROR, None),
+                         (failed['status'], failed['pauses_ms']))

@@ -140,8 +140,8 @@ class InstanceConductor:
                    for bd in block_devices]
         rules.check_multi_create(count, volumes)
         for volume in volumes:
-            rules.check_can_attach(volume, db.migration_get_all(
-                ctxt, status=states.IN_PROGRESS, volume_id=volume['id']))
+            rules.check_can_attach(volume, db.migrations_in_progress(
+                ctxt, volume['id']))
         modes = [bd.get('attach_mode', 'rw') for bd in block_devices]
         service = self._choose_host(ctxt, host)
         self._check_readonly(service, modes)
@@ -263,8 +263,8 @@ class InstanceConductor:
             raise exception.Invalid(reason='volume %s is already attached '
                                     'to server %s' % (volume_id,
                                                       instance_uuid))
-        rules.check_can_attach(volume, db.migration_get_all(
-            ctxt, status=states.IN_PROGRESS, volume_id=volume_id))
+        rules.check_can_attach(volume, db.migrations_in_progress(
+            ctxt, volume_id))
         service = db.service_get(ctxt, compute_rpcapi.BINARY, instance['host'])
         self._check_readonly(service, [attach_mode])
         instance = self._begin_task(ctxt, instance_uuid, 'attach a volume to',
@@ -335,10 +335,10 @@ class InstanceConductor:
             self.moves.request(ctxt, instance, old_bdm, old_volume,
                                new_volume)
             return old_bdm
-        rules.check_can_swap(old_volume, new_volume, db.migration_get_all(
-            ctxt, status=states.IN_PROGRESS, volume_id=old_volume_id))
-        rules.check_can_attach(new_volume, db.migration_get_all(
-            ctxt, status=states.IN_PROGRESS, volume_id=new_volume_id))
+        rules.check_can_swap(old_volume, new_volume,
+                             db.migrations_in_progress(ctxt, old_volume_id))
+        rules.check_can_attach(new_volume, db.migrations_in_progress(
+            ctxt, new_volume_id))
         service = db.service_get(ctxt, compute_rpcapi.BINARY, instance['host'])
         rules.check_compute_version(
             service['host'], 'volume swap', compute_rpcapi.SWAP_VERSION,

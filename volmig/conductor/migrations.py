@@ -101,8 +101,7 @@ class MigrationConductor:
             locks.lock_volume(session, volume['id'])
             rules.check_no_other_migration(
                 instance, bdm['attachment_id'], volume,
-                db.migration_get_all(ctxt, status=states.IN_PROGRESS,
-                                     volume_id=volume['id']))
+                db.migrations_in_progress(ctxt, volume['id']))
             attached = starts.attached_servers(ctxt, volume['id'])
             rules.check_attachments_seen(volume, attached)
             mode = rules.choose_migration_mode(
@@ -262,30 +261,51 @@ class MigrationConductor:
         return self._move(ctxt, migration_id, {current['status']}, status,
                           pauses or {})
 
+    @staticmethod
+    def _first_move(ctxt, migration_id: str, sources: set, status: str,
+                    pauses: dict | None, values: dict) -> dict | None:
+        """``started`` in one statement: a migration not started yet has
+        no pauses to merge (but an older agent's: None, the caller reads)."""
+        if len(sources) != 1 or not sources <= states.INITIAL:
+            return None
+        try:
+            return db.migration_update(
+                ctxt, migration_id,
+                dict(values, status=status,
+                     **({'pauses_ms': pauses} if pauses else {})),
+                expected_status=next(iter(sources)),
+                still_null=('pauses_ms',) if pauses else ())
+        except exception.InvalidMigrationState:
+            return None
+
     def _move(self, ctxt, migration_id: str, sources: set, status: str,
               pauses: dict | None, **values) -> dict:
         with db.transaction(ctxt):
-            current = db.migration_get(ctxt, migration_id)
-            if current['status'] == status:
-                # A repeated report (an agent that restarted) is a no-op.
-                return present(current)
-            if current['status'] not in sources:
-                raise exception.InvalidMigrationState(
-                    action='move to %s' % status, migration_id=migration_id,
-                    status=current['status'])
-            values['status'] = status
-            if pauses:
-                values['pauses_ms'] = dict(current['pauses_ms'] or {},
-                                           **pauses)
-            migration = db.migration_update(
-                ctxt, migration_id, values, expected_status=current['status'])
+            migration = self._first_move(ctxt, migration_id, sources, status,
+                                         pauses, values)
+            if migration is None:
+                current = db.migration_get(ctxt, migration_id)
+                if current['status'] == status:
+                    # A repeated report (an agent that restarted): no-op.
+                    return present(current)
+                if current['status'] not in sources:
+                    raise exception.InvalidMigrationState(
+                        action='move to %s' % status,
+                        migration_id=migration_id, status=current['status'])
+                values['status'] = status
+                if pauses:
+                    values['pauses_ms'] = dict(current['pauses_ms'] or {},
+                                               **pauses)
+                migration = db.migration_update(
+                    ctxt, migration_id, values,
+                    expected_status=current['status'])
             if status in states.TERMINAL:
                 self._unlock_instance(ctxt, migration)
         if status in states.TERMINAL:
             self._on_end()
         LOG.info('Volume migration %(id)s of server %(instance)s is '
                  '%(status)s', {'id': migration_id, 'status': status,
-                                'instance': current['instance_uuid']})
+                                'instance': migration['instance_uuid']})
         return present(migration)
 
     @staticmethod
@@ -370,10 +390,9 @@ class MigrationConductor:
     @staticmethod
     def _unlock_instance(ctxt, migration: dict) -> None:
         try:
-            db.instance_update(ctxt, migration['instance_uuid'],
-                               {'task_state': None},
-                               expected_task_state=states.
-                               TASK_VOLUME_MIGRATING)
+            db.instance_update(
+                ctxt, migration['instance_uuid'], {'task_state': None},
+                expected_task_state=states.TASK_VOLUME_MIGRATING, fetch=False)
         except (exception.InstanceInvalidState, exception.InstanceNotFound):
             LOG.warning('Server %s was not locked by volume migration %s',
                         migration['instance_uuid'], migration['id'])

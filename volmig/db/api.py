@@ -157,6 +157,9 @@ def instance_update(ctxt, uuid: str, values: dict,
                 models.Instance.task_state.is_(None)
                 if expected_task_state is None
                 else models.Instance.task_state == expected_task_state)
+        # The session's objects are expired rather than evaluated against
+        # the criteria in Python, which cost more than the UPDATE itself.
+        stmt = stmt.execution_options(synchronize_session=False)
         if session.execute(stmt).rowcount == 0:
             current = session.scalars(_instance_query(uuid)).first()
             if current is None:
@@ -164,6 +167,7 @@ def instance_update(ctxt, uuid: str, values: dict,
             raise exception.InstanceInvalidState(
                 action='change', instance_uuid=uuid,
                 task_state=current.task_state)
+        session.expire_all()
         if not fetch:
             return {}
         return session.scalars(_instance_query(uuid)).one().to_dict()
@@ -253,10 +257,11 @@ def migration_create(ctxt, values: dict) -> dict:
             field='status', reason='a migration cannot begin %s'
             % values['status'])
     with _CONTEXT.writer.using(ctxt) as session:
-        migration = models.VolumeMigration(**values)
-        session.add(migration)
         try:
-            session.flush()
+            # An INSERT that returns the row: no unit of work to flush.
+            migration = session.scalars(sa.insert(
+                models.VolumeMigration).returning(models.VolumeMigration),
+                [values]).one()
         except db_exc.DBDuplicateEntry:
             raise exception.MigrationInProgress(
                 what='attachment %s or its volume %s' % (
@@ -300,9 +305,25 @@ def migration_get_all(ctxt, status=None, instance_uuid=None, volume_id=None,
         return _dicts(session.scalars(query))
 
 
+# Built once, as a start's own statements are (volmig.db.starts).
+_IN_PROGRESS = sa.select(models.VolumeMigration).where(
+    models.VolumeMigration.volume_id == sa.bindparam('volume_id'),
+    models.VolumeMigration.status.in_(sorted(states.IN_PROGRESS))).order_by(
+        models.VolumeMigration.id)
+
+
+def migrations_in_progress(ctxt, volume_id: str) -> list[dict]:
+    """The volume's migrations in progress, in one query."""
+    with _CONTEXT.reader.using(ctxt) as session:
+        return _dicts(session.scalars(_IN_PROGRESS,
+                                      {'volume_id': volume_id}))
+
+
 def migration_update(ctxt, uuid: str, values: dict,
-                     expected_status: str | None = None) -> dict:
-    """Update a migration; with expected_status, only from that status.
+                     expected_status: str | None = None,
+                     still_null: tuple = ()) -> dict:
+    """Update a migration; with expected_status, only from that status,
+    and only while the columns named in ``still_null`` are NULL.
 
     This is the one gate of every status write: a new status needs the
     status it leaves, the state machine must allow the move, and the
@@ -321,6 +342,9 @@ def migration_update(ctxt, uuid: str, values: dict,
         if expected_status is not None:
             stmt = stmt.where(
                 models.VolumeMigration.status == expected_status)
+        for column in still_null:
+            stmt = stmt.where(getattr(models.VolumeMigration,
+                                      column).is_(None))
         if session.get_bind().dialect.update_returning:
             # The updated row comes back with the update: no re-select.
             row = session.scalars(

@@ -69,11 +69,15 @@ def _plain(row) -> dict:
     return values
 
 
+# Built once: every start reads a volume's attachments.
+_ATTACHMENTS = sa.select(models.VolumeAttachment).where(
+    models.VolumeAttachment.volume_id == sa.bindparam('volume_id')).order_by(
+        models.VolumeAttachment.created_at, models.VolumeAttachment.id)
+
+
 def _attachments_of(session, volume_id: str) -> list[dict]:
     return [_plain(row) for row in session.scalars(
-        sa.select(models.VolumeAttachment).filter_by(
-            volume_id=volume_id).order_by(models.VolumeAttachment.created_at,
-                                          models.VolumeAttachment.id))]
+        _ATTACHMENTS, {'volume_id': volume_id})]
 
 
 def _present(session, volume, attachments=None) -> dict:
