@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from tests.unit import test_migration_conductor
 from volmig import metrics
 from volmig.db import api as db
+from volmig.db import models
 
 BLOCK_STORAGE = re.compile(r'\bFROM (volumes|volume_attachments)\b')
 CONTROL = ('BEGIN', 'COMMIT', 'ROLLBACK', 'SAVEPOINT', 'RELEASE')
@@ -75,3 +76,23 @@ class QueryBudgetTest(test_migration_conductor.ConductorTestBase):
         self.assertGreater(len(self.sent), len(self.statements))
         self.assertEqual(len(self.sent),
                          metrics.DB_STATEMENTS._value.get() - before)
+
+    def test_the_latest_migration_is_read_alone_whatever_the_history(self):
+        for _ in range(4):
+            begun = self.conductor.begin(self.ctxt, self.src['id'],
+                                         starting=True)
+            self.conductor.fail(self.ctxt, begun['migration']['id'], 'x',
+                                recovery_needed=False)
+        loaded = []
+
+        def on_load(target, context):
+            loaded.append(target.uuid)
+        sa.event.listen(models.VolumeMigration, 'load', on_load)
+        self.addCleanup(sa.event.remove, models.VolumeMigration, 'load',
+                        on_load)
+        latest = db.migration_get_latest_by_src_attachment(self.ctxt,
+                                                           self.src['id'])
+        # Cancel and complete read it: their cost must not grow with the
+        # attachment's past migrations.
+        self.assertEqual([begun['migration']['id']], loaded)
+        self.assertEqual(begun['migration']['id'], latest['id'])

@@ -279,13 +279,17 @@ def migration_get(ctxt, uuid: str) -> dict:
         return migration.to_dict()
 
 
+# Without LIMIT 1 the ORM loaded every migration the attachment ever had.
+_LATEST = sa.select(models.VolumeMigration).filter_by(
+    src_attachment_id=sa.bindparam('attachment_id')).order_by(
+        models.VolumeMigration.id.desc()).limit(1)
+
+
 def migration_get_latest_by_src_attachment(ctxt,
                                            attachment_id: str) -> dict | None:
     with _CONTEXT.reader.using(ctxt) as session:
         migration = session.scalars(
-            sa.select(models.VolumeMigration).filter_by(
-                src_attachment_id=attachment_id).order_by(
-                    models.VolumeMigration.id.desc())).first()
+            _LATEST, {'attachment_id': attachment_id}).first()
         return migration.to_dict() if migration else None
 
 
@@ -306,10 +310,9 @@ def migration_get_all(ctxt, status=None, instance_uuid=None, volume_id=None,
 
 
 # Built once, as a start's own statements are (volmig.db.starts).
-_IN_PROGRESS = sa.select(models.VolumeMigration).where(
-    models.VolumeMigration.volume_id == sa.bindparam('volume_id'),
-    models.VolumeMigration.status.in_(sorted(states.IN_PROGRESS))).order_by(
-        models.VolumeMigration.id)
+_IN_PROGRESS = sa.select(models.VolumeMigration).filter(
+    models.VolumeMigration.status.in_(sorted(states.IN_PROGRESS))).filter_by(
+        volume_id=sa.bindparam('volume_id')).order_by('id')
 
 
 def migrations_in_progress(ctxt, volume_id: str) -> list[dict]:
@@ -324,7 +327,6 @@ def migration_update(ctxt, uuid: str, values: dict,
                      still_null: tuple = ()) -> dict:
     """Update a migration; with expected_status, only from that status,
     and only while the columns named in ``still_null`` are NULL.
-
     This is the one gate of every status write: a new status needs the
     status it leaves, the state machine must allow the move, and the
     update is a compare-and-swap on it.
