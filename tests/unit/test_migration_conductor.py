@@ -198,7 +198,7 @@ class MigrationConductorTest(ConductorTestBase):
         self.assertEqual((states.STARTED, {'start': 1.0}),
                          (again['status'], again['pauses_ms']))
 
-    def test_started_after_a_cancel_is_refused(self):
+    def test_started_after_a_failure_is_refused(self):
         begun = self.conductor.begin(self.ctxt, self.src['id'],
                                      starting=True)
         self.conductor.fail(self.ctxt, begun['migration']['id'], 'gone',
