@@ -148,18 +148,17 @@ def instance_update(ctxt, uuid: str, values: dict,
     read back, and an empty dict is returned.
     """
     with _CONTEXT.writer.using(ctxt) as session:
-        stmt = sa.update(models.Instance).where(
-            models.Instance.uuid == uuid,
-            models.Instance.deleted_at.is_(None)).values(
+        table = models.table(models.Instance)
+        stmt = sa.update(table).where(
+            table.c.uuid == uuid, table.c.deleted_at.is_(None)).values(
                 updated_at=timeutils.utcnow(), **values)
         if expected_task_state is not _ANY:
             stmt = stmt.where(
-                models.Instance.task_state.is_(None)
-                if expected_task_state is None
-                else models.Instance.task_state == expected_task_state)
-        # The session's objects are expired rather than evaluated against
-        # the criteria in Python, which cost more than the UPDATE itself.
-        stmt = stmt.execution_options(synchronize_session=False)
+                table.c.task_state.is_(None) if expected_task_state is None
+                else table.c.task_state == expected_task_state)
+        # On the table, not the mapped class: the ORM's bulk update path
+        # cost more than the UPDATE itself. The session's objects are
+        # expired, so a later read in this transaction loads the row anew.
         if session.execute(stmt).rowcount == 0:
             current = session.scalars(_instance_query(uuid)).first()
             if current is None:
@@ -250,6 +249,10 @@ def bdm_destroy(ctxt, bdm_id: int) -> None:
 
 # Volume migrations.
 
+_MIGRATIONS = models.table(models.VolumeMigration)
+_INSERT_MIGRATION = sa.insert(_MIGRATIONS).returning(*_MIGRATIONS.c)
+
+
 def migration_create(ctxt, values: dict) -> dict:
     values = dict({'status': states.ACCEPTED}, **values)
     if values['status'] not in states.INITIAL:
@@ -259,15 +262,13 @@ def migration_create(ctxt, values: dict) -> dict:
     with _CONTEXT.writer.using(ctxt) as session:
         try:
             # An INSERT that returns the row: no unit of work to flush.
-            migration = session.scalars(sa.insert(
-                models.VolumeMigration).returning(models.VolumeMigration),
-                [values]).one()
+            row = session.execute(_INSERT_MIGRATION, values).one()
         except db_exc.DBDuplicateEntry:
             raise exception.MigrationInProgress(
                 what='attachment %s or its volume %s' % (
                     values['src_attachment_id'], values['volume_id']),
                 reason='another start won the race')
-        return migration.to_dict()
+        return models.VolumeMigration.public(dict(row._mapping))
 
 
 def migration_get(ctxt, uuid: str) -> dict:
@@ -310,16 +311,17 @@ def migration_get_all(ctxt, status=None, instance_uuid=None, volume_id=None,
 
 
 # Built once, as a start's own statements are (volmig.db.starts).
-_IN_PROGRESS = sa.select(models.VolumeMigration).filter(
-    models.VolumeMigration.status.in_(sorted(states.IN_PROGRESS))).filter_by(
-        volume_id=sa.bindparam('volume_id')).order_by('id')
+_IN_PROGRESS = sa.select(_MIGRATIONS).where(
+    _MIGRATIONS.c.status.in_(sorted(states.IN_PROGRESS)),
+    _MIGRATIONS.c.volume_id == sa.bindparam('volume_id')).order_by('id')
 
 
 def migrations_in_progress(ctxt, volume_id: str) -> list[dict]:
     """The volume's migrations in progress, in one query."""
     with _CONTEXT.reader.using(ctxt) as session:
-        return _dicts(session.scalars(_IN_PROGRESS,
-                                      {'volume_id': volume_id}))
+        return [models.VolumeMigration.public(dict(row._mapping))
+                for row in session.execute(_IN_PROGRESS,
+                                           {'volume_id': volume_id})]
 
 
 def migration_update(ctxt, uuid: str, values: dict,
@@ -338,31 +340,27 @@ def migration_update(ctxt, uuid: str, values: dict,
                 'it replaces')
         states.check_transition(uuid, expected_status, values['status'])
     with _CONTEXT.writer.using(ctxt) as session:
-        stmt = sa.update(models.VolumeMigration).where(
-            models.VolumeMigration.uuid == uuid).values(
-                updated_at=timeutils.utcnow(), **values)
+        stmt = sa.update(_MIGRATIONS).where(_MIGRATIONS.c.uuid == uuid).values(
+            updated_at=timeutils.utcnow(), **values)
         if expected_status is not None:
-            stmt = stmt.where(
-                models.VolumeMigration.status == expected_status)
+            stmt = stmt.where(_MIGRATIONS.c.status == expected_status)
         for column in still_null:
-            stmt = stmt.where(getattr(models.VolumeMigration,
-                                      column).is_(None))
+            stmt = stmt.where(_MIGRATIONS.c[column].is_(None))
         if session.get_bind().dialect.update_returning:
             # The updated row comes back with the update: no re-select.
-            row = session.scalars(
-                stmt.returning(models.VolumeMigration).execution_options(
-                    synchronize_session=False,
-                    populate_existing=True)).first()
+            row = session.execute(stmt.returning(*_MIGRATIONS.c)).first()
         else:
-            row = (session.scalars(sa.select(models.VolumeMigration)
-                                   .filter_by(uuid=uuid)).first()
-                   if session.execute(stmt).rowcount else None)
+            row = (session.execute(sa.select(_MIGRATIONS).where(
+                _MIGRATIONS.c.uuid == uuid)).first()
+                if session.execute(stmt).rowcount else None)
+        # Written to the table: what this session loaded before is stale.
+        session.expire_all()
         if row is None:
             current = migration_get(ctxt, uuid)
             raise exception.InvalidMigrationState(
                 action='move to %s' % values.get('status'),
                 migration_id=uuid, status=current['status'])
-        return row.to_dict()
+        return models.VolumeMigration.public(dict(row._mapping))
 
 
 def migrations_older_than(ctxt, statuses,

@@ -12,6 +12,12 @@ class Base(models.TimestampMixin, models.ModelBase, orm.DeclarativeBase):
                 for column in self.__table__.columns}
 
 
+def table(model: type[Base]) -> sa.Table:
+    """``model``'s table: statements on it build no ORM objects, which
+    cost more than SQLite's work where the caller wants plain values."""
+    return Base.metadata.tables[model.__tablename__]
+
+
 class Service(Base):
     __tablename__ = 'services'
     __table_args__ = (sa.UniqueConstraint('binary', 'host',
@@ -127,8 +133,12 @@ class VolumeMigration(Base):
     owner = sa.Column(sa.String(255))
 
     def to_dict(self) -> dict:
-        # The uuid is the migration's only public id.
-        values = super().to_dict()
+        return self.public(super().to_dict())
+
+    @staticmethod
+    def public(values: dict) -> dict:
+        """A row's values as callers see them: the uuid is the
+        migration's only public id."""
         values['id'] = values.pop('uuid')
         return values
 

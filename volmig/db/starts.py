@@ -14,37 +14,38 @@ from volmig import states
 from volmig.db import api as db_api
 from volmig.db import models
 
+_MAPPINGS = models.table(models.BlockDeviceMapping)
+_INSTANCES = models.table(models.Instance)
+_SERVICES = models.table(models.Service)
+_MIGRATIONS = models.table(models.VolumeMigration)
+
 
 def _context_query():
-    latest = sa.select(sa.func.max(models.VolumeMigration.id)).where(
-        models.VolumeMigration.src_attachment_id
+    latest = sa.select(sa.func.max(_MIGRATIONS.c.id)).where(
+        _MIGRATIONS.c.src_attachment_id
         == sa.bindparam('attachment_id')).scalar_subquery()
-    return sa.select(
-        models.BlockDeviceMapping, models.Instance, models.Service,
-        models.VolumeMigration).join(
-            models.Instance, sa.and_(
-                models.Instance.uuid
-                == models.BlockDeviceMapping.instance_uuid,
-                models.Instance.deleted_at.is_(None))).outerjoin(
-            models.Service, sa.and_(
-                models.Service.binary == sa.bindparam('binary'),
-                models.Service.host == models.Instance.host)).outerjoin(
-            models.VolumeMigration,
-            models.VolumeMigration.id == latest).where(
-                models.BlockDeviceMapping.attachment_id
-                == sa.bindparam('attachment_id'))
+    return sa.select(_MAPPINGS, _INSTANCES, _SERVICES, _MIGRATIONS).join(
+        _INSTANCES, sa.and_(_INSTANCES.c.uuid == _MAPPINGS.c.instance_uuid,
+                            _INSTANCES.c.deleted_at.is_(None))).outerjoin(
+        _SERVICES, sa.and_(_SERVICES.c.binary == sa.bindparam('binary'),
+                           _SERVICES.c.host == _INSTANCES.c.host)).outerjoin(
+        _MIGRATIONS, _MIGRATIONS.c.id == latest).where(
+            _MAPPINGS.c.attachment_id == sa.bindparam('attachment_id'))
+
+
+def _values(row, table) -> dict:
+    """``table``'s columns of a joined row."""
+    return {column.name: row[column] for column in table.c}
 
 
 # Built once: building a statement costs more than sending it to SQLite
 # (a start's statements were rebuilt, and their cache keys computed, on
 # every call).
 _START_CONTEXT = _context_query()
-_ATTACHED_SERVERS = sa.select(models.Instance).join(
-    models.BlockDeviceMapping,
-    models.BlockDeviceMapping.instance_uuid == models.Instance.uuid).where(
-        models.BlockDeviceMapping.volume_id == sa.bindparam('volume_id'),
-        models.Instance.deleted_at.is_(None)).order_by(
-            models.BlockDeviceMapping.id)
+_ATTACHED_SERVERS = sa.select(_INSTANCES).join(
+    _MAPPINGS, _MAPPINGS.c.instance_uuid == _INSTANCES.c.uuid).where(
+        _MAPPINGS.c.volume_id == sa.bindparam('volume_id'),
+        _INSTANCES.c.deleted_at.is_(None)).order_by(_MAPPINGS.c.id)
 
 
 def context(ctxt, src_attachment_id: str, compute_binary: str) -> dict:
@@ -54,22 +55,24 @@ def context(ctxt, src_attachment_id: str, compute_binary: str) -> dict:
         row = session.execute(_START_CONTEXT, {
             'attachment_id': src_attachment_id,
             'binary': compute_binary}).first()
-        if row is None:
-            raise exception.AttachmentNotFound(
-                attachment_id=src_attachment_id)
-        bdm, instance, service, migration = row
-        if service is None:
-            raise exception.ServiceNotFound(binary=compute_binary,
-                                            host=instance.host)
-        return {'bdm': bdm.to_dict(), 'instance': instance.to_dict(),
-                'service': service.to_dict(),
-                'latest': migration.to_dict() if migration else None}
+    if row is None:
+        raise exception.AttachmentNotFound(attachment_id=src_attachment_id)
+    row = row._mapping
+    # Outer joins: a missing service or migration reads as NULLs.
+    if row[_SERVICES.c.id] is None:
+        raise exception.ServiceNotFound(binary=compute_binary,
+                                        host=row[_INSTANCES.c.host])
+    latest = (None if row[_MIGRATIONS.c.id] is None else
+              models.VolumeMigration.public(_values(row, _MIGRATIONS)))
+    return {'bdm': _values(row, _MAPPINGS),
+            'instance': _values(row, _INSTANCES),
+            'service': _values(row, _SERVICES), 'latest': latest}
 
 
 def attached_servers(ctxt, volume_id: str) -> list[dict]:
     """The servers that the volume is attached to, in one query."""
     with db_api.transaction(ctxt) as session:
-        return [instance.to_dict() for instance in session.scalars(
+        return [dict(row._mapping) for row in session.execute(
             _ATTACHED_SERVERS, {'volume_id': volume_id})]
 
 

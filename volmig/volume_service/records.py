@@ -63,26 +63,33 @@ def _attachment(session, attachment_id: str):
 
 
 def _plain(row) -> dict:
-    values = row.to_dict()
+    """A record's values without its bookkeeping: of a mapped object, or
+    of a row read from the table."""
+    values = (row.to_dict() if isinstance(row, models.Base)
+              else dict(row._mapping))
     for key in _HIDDEN:
         values.pop(key)
     return values
 
 
 # Built once: every start reads a volume's attachments.
-_ATTACHMENTS = sa.select(models.VolumeAttachment).where(
+# Read from the tables (models.table): every start reads the volume.
+_ATTACHMENTS = sa.select(models.table(models.VolumeAttachment)).where(
     models.VolumeAttachment.volume_id == sa.bindparam('volume_id')).order_by(
         models.VolumeAttachment.created_at, models.VolumeAttachment.id)
+_VOLUME = sa.select(models.table(models.Volume)).where(
+    models.Volume.id == sa.bindparam('volume_id'))
 
 
 def _attachments_of(session, volume_id: str) -> list[dict]:
-    return [_plain(row) for row in session.scalars(
+    return [_plain(row) for row in session.execute(
         _ATTACHMENTS, {'volume_id': volume_id})]
 
 
 def _present(session, volume, attachments=None) -> dict:
+    values = _plain(volume)
     if attachments is None:
-        attachments = _attachments_of(session, volume.id)
+        attachments = _attachments_of(session, values['id'])
     statuses = {a['attach_status'] for a in attachments}
     if base.ATTACH_ATTACHED in statuses:
         status = 'in-use'
@@ -92,7 +99,6 @@ def _present(session, volume, attachments=None) -> dict:
         status = 'reserved'
     else:
         status = 'available'
-    values = _plain(volume)
     values['migration_ids'] = values['migration_ids'] or []
     return dict(values, status=status, attachments=attachments)
 
@@ -152,7 +158,10 @@ class VolumeRecords(base.VolumeAdapter):
 
     def get_volume(self, ctxt, volume_id):
         with _transaction() as session:
-            return _present(session, _volume(session, volume_id))
+            row = session.execute(_VOLUME, {'volume_id': volume_id}).first()
+            if row is None:
+                raise exception.VolumeNotFound(volume_id=volume_id)
+            return _present(session, row)
 
     def list_volumes(self, ctxt):
         with _transaction() as session:
