@@ -72,13 +72,15 @@ def _plain(row) -> dict:
     return values
 
 
-# Built once: every start reads a volume's attachments.
-# Read from the tables (models.table): every start reads the volume.
-_ATTACHMENTS = sa.select(models.table(models.VolumeAttachment)).where(
-    models.VolumeAttachment.volume_id == sa.bindparam('volume_id')).order_by(
-        models.VolumeAttachment.created_at, models.VolumeAttachment.id)
-_VOLUME = sa.select(models.table(models.Volume)).where(
-    models.Volume.id == sa.bindparam('volume_id'))
+# Built once, on the tables (models.table): every start reads the
+# volume and its attachments.
+_VOLUME_TABLE = models.table(models.Volume)
+_ATTACHMENT_TABLE = models.table(models.VolumeAttachment)
+_VOLUME = sa.select(_VOLUME_TABLE).where(
+    _VOLUME_TABLE.c.id == sa.bindparam('volume_id'))
+_ATTACHMENTS = sa.select(_ATTACHMENT_TABLE).where(
+    _ATTACHMENT_TABLE.c.volume_id == sa.bindparam('volume_id')).order_by(
+        _ATTACHMENT_TABLE.c.created_at, _ATTACHMENT_TABLE.c.id)
 
 
 def _attachments_of(session, volume_id: str) -> list[dict]:
