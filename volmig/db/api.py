@@ -137,6 +137,7 @@ def instance_get_all(ctxt, host: str | None = None,
 
 
 _ANY = object()
+_INSTANCES = models.table(models.Instance)
 
 
 def instance_update(ctxt, uuid: str, values: dict,
@@ -148,14 +149,15 @@ def instance_update(ctxt, uuid: str, values: dict,
     read back, and an empty dict is returned.
     """
     with _CONTEXT.writer.using(ctxt) as session:
-        table = models.table(models.Instance)
-        stmt = sa.update(table).where(
-            table.c.uuid == uuid, table.c.deleted_at.is_(None)).values(
+        stmt = sa.update(_INSTANCES).where(
+            _INSTANCES.c.uuid == uuid,
+            _INSTANCES.c.deleted_at.is_(None)).values(
                 updated_at=timeutils.utcnow(), **values)
         if expected_task_state is not _ANY:
+            task_state = _INSTANCES.c.task_state
             stmt = stmt.where(
-                table.c.task_state.is_(None) if expected_task_state is None
-                else table.c.task_state == expected_task_state)
+                task_state.is_(None) if expected_task_state is None
+                else task_state == expected_task_state)
         # On the table, not the mapped class: the ORM's bulk update path
         # cost more than the UPDATE itself. The session's objects are
         # expired, so a later read in this transaction loads the row anew.
@@ -268,7 +270,7 @@ def migration_create(ctxt, values: dict) -> dict:
                 what='attachment %s or its volume %s' % (
                     values['src_attachment_id'], values['volume_id']),
                 reason='another start won the race')
-        return models.VolumeMigration.public(dict(row._mapping))
+        return models.VolumeMigration.public(row._mapping)
 
 
 def migration_get(ctxt, uuid: str) -> dict:
@@ -319,7 +321,7 @@ _IN_PROGRESS = sa.select(_MIGRATIONS).where(
 def migrations_in_progress(ctxt, volume_id: str) -> list[dict]:
     """The volume's migrations in progress, in one query."""
     with _CONTEXT.reader.using(ctxt) as session:
-        return [models.VolumeMigration.public(dict(row._mapping))
+        return [models.VolumeMigration.public(row._mapping)
                 for row in session.execute(_IN_PROGRESS,
                                            {'volume_id': volume_id})]
 
@@ -360,7 +362,7 @@ def migration_update(ctxt, uuid: str, values: dict,
             raise exception.InvalidMigrationState(
                 action='move to %s' % values.get('status'),
                 migration_id=uuid, status=current['status'])
-        return models.VolumeMigration.public(dict(row._mapping))
+        return models.VolumeMigration.public(row._mapping)
 
 
 def migrations_older_than(ctxt, statuses,

@@ -136,9 +136,10 @@ class VolumeMigration(Base):
         return self.public(super().to_dict())
 
     @staticmethod
-    def public(values: dict) -> dict:
-        """A row's values as callers see them: the uuid is the
+    def public(values) -> dict:
+        """A row's values (a mapping) as callers see them: the uuid is the
         migration's only public id."""
+        values = dict(values)
         values['id'] = values.pop('uuid')
         return values
 
