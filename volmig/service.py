@@ -87,9 +87,13 @@ class Service(service.Service):
         self.report_state()
         self.tg.add_timer(CONF.report_interval, self.report_state,
                           initial_delay=CONF.report_interval)
-        for interval, task in self.manager.periodic_tasks():
+        # (interval, task), or (interval, task, first delay) for a task
+        # that must not wait a whole interval after a restart.
+        for interval, task, *first in self.manager.periodic_tasks():
             self.tg.add_timer_args(interval, self._run_periodic,
-                                   args=[task], initial_delay=interval)
+                                   args=[task],
+                                   initial_delay=first[0] if first
+                                   else interval)
 
     def report_state(self) -> None:
         version, capabilities = self.manager.service_record()

@@ -39,6 +39,32 @@ class MigrationFlowTest(base.ServicesTestCase):
         self.assertEqual('attached', self.volumes.attachment_get(
             self.admin, dst['id'])['attach_status'])
 
+    def test_each_move_starts_from_the_volume_the_guest_is_on(self):
+        # A block-storage service that completes onto another volume's
+        # attachment, keeps that volume and deletes the source attachment
+        # (Cinder's flow, without its swap of the volumes' ids).
+        server, bdm = self.create_server()
+        attachment_id, moved = bdm['attachment_id'], []
+        for _ in range(3):
+            migration = self.client.start(self.ctxt, attachment_id)
+            self.assertEqual(states.STARTED, migration['status'])
+            moved.append(migration['id'])
+            dst = self.dst_attachment(server, bdm)
+            self.client.complete(self.ctxt, attachment_id, dst['id'])
+            self.client.wait_for(self.ctxt, migration['id'],
+                                 states.COMPLETED)
+            self.volumes.attachment_delete(self.admin, attachment_id)
+            attachment_id = dst['id']
+        self.assertEqual(3, len(set(moved)))
+        # The mapping keeps the volume id its server's device is known by,
+        # and the attachment the last move left it on.
+        [after] = self.conductor.instance_get(
+            self.admin, server['uuid'])['block_devices']
+        self.assertEqual((bdm['volume_id'], dst['id']),
+                         (after['volume_id'], after['attachment_id']))
+        self.assertEqual(dst['id'],
+                         self.fake_disk(server, after).attachment_id)
+
     def test_start_then_cancel(self):
         server, bdm = self.create_server()
         migration = self.client.start(self.ctxt, bdm['attachment_id'])

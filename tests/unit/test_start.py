@@ -9,7 +9,7 @@ from volmig import exception
 from volmig import owners
 from volmig import states
 from volmig.api import manager as api_manager
-from volmig.conductor import migrations
+from volmig.conductor import services
 from volmig.conductor import start
 from volmig.db import api as db
 
@@ -50,7 +50,7 @@ class StartTest(test_migration_conductor.ConductorTestBase):
 
     def test_an_answered_start_is_recorded_and_no_longer_owned(self):
         migration, bdm = self.begin()
-        self.assertTrue(migrations.in_flight(self.ctxt,
+        self.assertTrue(services.in_flight(self.ctxt,
                                              self.record(migration['id'])))
         agent = Agent({'pauses': {'start': 2.5}})
         started = start.run(self.ctxt, agent, self.conductor, migration, bdm)
@@ -87,16 +87,16 @@ class StartTest(test_migration_conductor.ConductorTestBase):
         released = self.record(migration['id'])
         self.assertEqual((states.STARTING, None),
                          (released['status'], released['owner']))
-        self.assertFalse(migrations.in_flight(self.ctxt, released))
+        self.assertFalse(services.in_flight(self.ctxt, released))
 
     def test_a_restarted_owner_no_longer_holds_its_start(self):
         migration, _bdm = self.begin()
         self.report('api-1', 'the next process')
-        self.assertFalse(migrations.in_flight(self.ctxt,
+        self.assertFalse(services.in_flight(self.ctxt,
                                               self.record(migration['id'])))
 
     def test_an_owner_whose_service_is_gone_holds_nothing(self):
         self.owner = owners.identity(api_manager.BINARY, 'api-2')
         migration, _bdm = self.begin()
-        self.assertFalse(migrations.in_flight(self.ctxt,
+        self.assertFalse(services.in_flight(self.ctxt,
                                               self.record(migration['id'])))

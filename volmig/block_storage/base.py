@@ -7,7 +7,11 @@ connection info, ``attachment_complete`` marks it attached.
 
 import abc
 
+from oslo_log import log as logging
+
 from volmig import exception
+
+LOG = logging.getLogger(__name__)
 
 ATTACH_RESERVED = 'reserved'
 ATTACH_ATTACHING = 'attaching'
@@ -29,6 +33,29 @@ class VolumeAdapter(abc.ABC):
         Each attachment has ``id``, ``instance_uuid``, ``attach_mode`` and
         ``attach_status``. Raises VolumeNotFound.
         """
+
+    def volume_of_attachment(self, ctxt, volume_id: str,
+                             attachment_id: str) -> dict:
+        """The volume that ``attachment_id`` is on now, from the one it
+        was attached to (``volume_id``), with its attachments.
+
+        A complete keeps a mapping's volume id, since Cinder gives the new
+        data the old volume's id. A block-storage service that completes
+        onto another volume's attachment and keeps that volume moves the
+        attachment to another id: the next start must see that volume,
+        not the one the guest no longer uses.
+        """
+        volume = self.get_volume(ctxt, volume_id)
+        if any(attachment['id'] == attachment_id
+               for attachment in volume['attachments']):
+            return volume
+        moved_to = self.attachment_get(ctxt, attachment_id)['volume_id']
+        if moved_to == volume_id:
+            return volume
+        LOG.info('Attachment %(attachment)s is on volume %(new)s now, not '
+                 '%(old)s', {'attachment': attachment_id, 'new': moved_to,
+                             'old': volume_id})
+        return self.get_volume(ctxt, moved_to)
 
     def with_database(self) -> 'VolumeAdapter':
         """This adapter in a process that has volmig's database (the

@@ -8,6 +8,14 @@ endpoint) feeds. Attachments use microversion 3.54, the first to carry
 
 A volmig "pool" of a Cinder volume is its volume type: that is what
 decides where Cinder places it and where ``os-retype`` moves it.
+
+Who volmig is in Cinder follows Nova: a call that a user's request causes
+carries that user's token, with volmig's own as the service token, so the
+volume, its attachments and the quota are the user's project's, and
+another project's volume is not found. A call that no user asked for (a
+context without a token: Cinder's swaps, healing, recovery) uses volmig's
+own credentials, which need Cinder's admin role, and lists with
+``all_tenants``: the volume it concerns may be any project's.
 """
 
 import functools
@@ -18,7 +26,9 @@ from cinderclient import exceptions as cinder_exc
 import futurist
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
+from keystoneauth1 import plugin
 from keystoneauth1 import service_token
+from keystoneauth1.access import service_catalog
 from oslo_log import log as logging
 
 from volmig import exception
@@ -101,30 +111,85 @@ def _volume(raw, attachments: list[dict]) -> dict:
                             if a['attach_status'] != 'detached']}
 
 
+class CallerAuth(plugin.BaseAuthPlugin):
+    """The token of the user whose request this is, and Cinder's endpoint
+    from the catalog that came with it (Nova's context auth plugin)."""
+
+    def __init__(self, token: str, catalog: list[dict]):
+        super().__init__()
+        self._token = token
+        self._catalog = service_catalog.ServiceCatalogV2(catalog)
+
+    def get_token(self, session, **kwargs):
+        return self._token
+
+    def get_endpoint(self, session, service_type=None, interface=None,
+                     region_name=None, service_name=None, **kwargs):
+        return self._catalog.url_for(
+            service_type=service_type, interface=interface,
+            region_name=region_name, service_name=service_name)
+
+
 class CinderVolumeAdapter(base.VolumeAdapter):
 
     def __init__(self, conf):
         section = conf.cinder
-        auth = ks_loading.load_auth_from_conf_options(conf, 'cinder')
-        if section.send_service_token and section.auth_type != 'none':
-            auth = service_token.ServiceTokenAuthWrapper(auth, auth)
-        session = ks_loading.load_session_from_conf_options(
-            conf, 'cinder', auth=auth)
-        self._client = cinder_client.Client(
-            api_versions.APIVersion(MICROVERSION), session=session,
+        self._auth = ks_loading.load_auth_from_conf_options(conf, 'cinder')
+        # No Keystone (auth_type none): there are no users to act for.
+        self._keystone = section.auth_type not in (None, 'none')
+        self._send_service_token = (section.send_service_token
+                                    and self._keystone)
+        self._session = ks_loading.load_session_from_conf_options(
+            conf, 'cinder', auth=self._auth)
+        self._options = dict(
             service_type=section.service_type,
             interface=section.valid_interfaces or 'public',
             region_name=section.region_name,
             endpoint_override=section.endpoint_override,
             connect_retries=section.connect_retries)
+        self._own = self._client(
+            service_token.ServiceTokenAuthWrapper(self._auth, self._auth)
+            if self._send_service_token else self._auth)
         # A volume and its attachments are two reads from cinder-api,
         # made at once: a migration's start waits on them.
         self._reads = futurist.ThreadPoolExecutor(max_workers=4)
 
-    def _attachments_of(self, volume_id: str | None = None) -> list[dict]:
-        search = {'volume_id': volume_id} if volume_id else None
-        return [_attachment(a) for a in self._client.attachments.list(
-            detailed=True, search_opts=search)]
+    def _client(self, auth):
+        return cinder_client.Client(
+            api_versions.APIVersion(MICROVERSION), session=self._session,
+            auth=auth, **self._options)
+
+    def _as_caller(self, ctxt) -> bool:
+        """Whether a user's request caused this call (its token came
+        along), rather than volmig's own work."""
+        return self._keystone and bool(getattr(ctxt, 'auth_token', None))
+
+    def _cinder(self, ctxt):
+        """Cinder as the caller, or as volmig itself."""
+        if not self._as_caller(ctxt):
+            return self._own
+        auth = CallerAuth(ctxt.auth_token, ctxt.service_catalog)
+        if self._send_service_token:
+            auth = service_token.ServiceTokenAuthWrapper(auth, self._auth)
+        return self._client(auth)
+
+    def _all_projects(self, ctxt) -> dict:
+        """``all_tenants`` where the one asking may see every project's:
+        volmig itself, or an admin user. Cinder ignores it for no one
+        else and fails a filter it does not know, so it goes only
+        there."""
+        if not self._as_caller(ctxt) or ctxt.is_admin:
+            return {'all_tenants': 1}
+        return {}
+
+    def _attachments_of(self, ctxt, volume_id: str | None = None
+                        ) -> list[dict]:
+        search = dict(self._all_projects(ctxt))
+        if volume_id:
+            search['volume_id'] = volume_id
+        listed = self._cinder(ctxt).attachments.list(detailed=True,
+                                                     search_opts=search)
+        return [_attachment(a) for a in listed]
 
     @_refusals('create a volume', not_found=None)
     def create_volume(self, ctxt, size_mb, name=None, multiattach=False,
@@ -134,10 +199,10 @@ class CinderVolumeAdapter(base.VolumeAdapter):
                 field='size_mb', reason='Cinder sizes volumes in whole GiB '
                 '(%d MiB is not)' % size_mb)
         # Cinder makes a volume multiattach through its type.
-        volume = self._client.volumes.create(
+        volume = self._cinder(ctxt).volumes.create(
             size_mb // MIB_PER_GIB, name=name, volume_type=pool)
         if bool(volume.multiattach) != bool(multiattach):
-            self._client.volumes.delete(volume.id)
+            self._cinder(ctxt).volumes.delete(volume.id)
             raise exception.InvalidInput(
                 field='multiattach', reason='volume type %r makes %s '
                 'volumes' % (pool, 'multiattach' if volume.multiattach
@@ -146,52 +211,55 @@ class CinderVolumeAdapter(base.VolumeAdapter):
 
     @_refusals('show a volume')
     def get_volume(self, ctxt, volume_id):
-        attachments = self._reads.submit(self._attachments_of, volume_id)
-        volume = self._client.volumes.get(volume_id)
+        attachments = self._reads.submit(self._attachments_of, ctxt,
+                                         volume_id)
+        volume = self._cinder(ctxt).volumes.get(volume_id)
         return _volume(volume, attachments.result())
 
     @_refusals('show a volume')
     def volume_size_mb(self, ctxt, volume_id):
         # The volume alone: get_volume lists its attachments too.
-        return self._client.volumes.get(volume_id).size * MIB_PER_GIB
+        return self._cinder(ctxt).volumes.get(volume_id).size * MIB_PER_GIB
 
     @_refusals('list volumes', not_found=None)
     def list_volumes(self, ctxt):
-        volumes = self._client.volumes.list()
-        attachments = self._attachments_of()
+        volumes = self._cinder(ctxt).volumes.list(
+            search_opts=self._all_projects(ctxt))
+        attachments = self._attachments_of(ctxt)
         return [_volume(volume, [a for a in attachments
                                  if a['volume_id'] == volume.id])
                 for volume in volumes]
 
     @_refusals('delete a volume')
     def delete_volume(self, ctxt, volume_id):
-        self._client.volumes.delete(volume_id)
+        self._cinder(ctxt).volumes.delete(volume_id)
 
     @_refusals('reserve a volume')
     def attachment_create(self, ctxt, volume_id, instance_uuid, mode='rw'):
-        return _attachment(self._client.attachments.create(
+        return _attachment(self._cinder(ctxt).attachments.create(
             volume_id, None, instance_id=instance_uuid, mode=mode))
 
     @_refusals('show an attachment', exception.AttachmentNotFound)
     def attachment_get(self, ctxt, attachment_id):
-        return _attachment(self._client.attachments.show(attachment_id))
+        return _attachment(self._cinder(ctxt).attachments.show(
+            attachment_id))
 
     @_refusals('connect an attachment', exception.AttachmentNotFound)
     def attachment_update(self, ctxt, attachment_id, connector):
-        return _attachment(self._client.attachments.update(attachment_id,
-                                                           connector))
+        return _attachment(self._cinder(ctxt).attachments.update(
+            attachment_id, connector))
 
     @_refusals('complete an attachment', exception.AttachmentNotFound)
     def attachment_complete(self, ctxt, attachment_id):
-        self._client.attachments.complete(attachment_id)
+        self._cinder(ctxt).attachments.complete(attachment_id)
 
     @_refusals('delete an attachment', exception.AttachmentNotFound)
     def attachment_delete(self, ctxt, attachment_id):
-        self._client.attachments.delete(attachment_id)
+        self._cinder(ctxt).attachments.delete(attachment_id)
 
     @_refusals('complete a migration')
     def migrate_volume_completion(self, ctxt, volume_id: str,
                                   new_volume_id: str, error: bool) -> None:
         """Tell Cinder its migration of ``volume_id`` ended."""
-        self._client.volumes.migrate_volume_completion(
+        self._cinder(ctxt).volumes.migrate_volume_completion(
             volume_id, new_volume_id, error)

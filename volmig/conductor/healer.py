@@ -63,7 +63,7 @@ class Healer:
             ctxt, busy, datetime.timedelta(seconds=2 * stall))}
         for migration in db.migrations_older_than(
                 ctxt, busy, datetime.timedelta(seconds=stall)):
-            if migration_conductor.in_flight(ctxt, migration):
+            if services.in_flight(ctxt, migration):
                 continue
             host = migration['host']
             if migration['id'] in hopeless or host in down:
@@ -116,7 +116,7 @@ class Healer:
                    if uptime is not None else None)
         return [self.work(ctxt, migration) for migration in
                 db.migration_get_all_for_recovery(ctxt, host)
-                if not migration_conductor.in_flight(ctxt, migration)
+                if not services.in_flight(ctxt, migration)
                 and not (started and (migration['updated_at'] or
                                       migration['created_at']) > started)]
 

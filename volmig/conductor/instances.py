@@ -323,7 +323,12 @@ class InstanceConductor:
 
     def swap_volume(self, ctxt, instance_uuid: str, old_volume_id: str,
                     new_volume_id: str) -> dict:
-        """Connect the new volume, then have the agent copy and switch."""
+        """Connect the new volume, then have the agent copy and switch.
+
+        Block storage asks this (Cinder, for its migrations), not a user:
+        volmig acts with its own credentials, for volumes of any project.
+        """
+        ctxt = ctxt.for_volmig()
         old_bdm = db.bdm_get_by_volume(ctxt, instance_uuid, old_volume_id)
         instance = db.instance_get(ctxt, instance_uuid)
         rules.check_instance_idle(instance, 'swap a volume of')

@@ -66,8 +66,10 @@ class ConductorManager:
         return rpcapi.RPC_API_VERSION, {}
 
     def periodic_tasks(self):
+        # The moves a previous process of this conductor left are taken
+        # up as soon as it serves, not a heal interval later.
         return [(CONF.conductor.heal_interval, self.heal),
-                (CONF.conductor.heal_interval, self.moves.resume),
+                (CONF.conductor.heal_interval, self.moves.resume, 0),
                 (CONF.conductor.queue_interval, self.queue.dispatch)]
 
     def _migration_ended(self) -> None:

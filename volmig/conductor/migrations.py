@@ -39,13 +39,6 @@ def present(migration: dict) -> dict:
     return view
 
 
-def in_flight(ctxt, migration: dict) -> bool:
-    """A start whose owner still waits on its agent: the start is the
-    owner's to record, and no one else reconciles it."""
-    return (migration['status'] == states.STARTING
-            and services.owner_alive(ctxt, migration['owner']))
-
-
 class MigrationConductor:
 
     def __init__(self, volume_api, on_end=lambda: None):
@@ -73,7 +66,7 @@ class MigrationConductor:
         ``owner`` (volmig.owners); otherwise it is ``accepted`` and the
         agent reports ``starting`` (RPC < 1.3).
         Returns ``{'migration', 'bdm', 'created'}``; ``created`` is False
-        when the start was already done, so the call is idempotent.
+        when the start was already done (the call is idempotent).
         """
         found = starts.context(ctxt, src_attachment_id,
                                compute_rpcapi.BINARY)
@@ -84,7 +77,11 @@ class MigrationConductor:
         # Read before the decision's transaction: no lock is held across
         # a call to another service. What this read misses, the decision
         # sees in the volume's mappings (rules.check_attachments_seen).
-        volume = self.volume_api.get_volume(ctxt, found['bdm']['volume_id'])
+        # The volume the attachment is on, which a complete onto another
+        # volume's attachment may have changed; the records keep the
+        # mapping's volume id, the one its server's devices are known by.
+        volume = self.volume_api.volume_of_attachment(
+            ctxt, found['bdm']['volume_id'], found['bdm']['attachment_id'])
         if not queue.capped(found['service']):
             return self._begin(ctxt, starting, owner, found, volume)
         with queue.caps_lock():
@@ -98,23 +95,24 @@ class MigrationConductor:
         with db.transaction(ctxt) as session:
             # An attach checks under the same lock once it has recorded
             # its mapping: one of the two sees the other (volmig.db.locks).
-            locks.lock_volume(session, volume['id'])
+            volume_id = bdm['volume_id']
+            locks.lock_volume(session, volume_id)
             rules.check_no_other_migration(
                 instance, bdm['attachment_id'], volume,
-                db.migrations_in_progress(ctxt, volume['id']))
-            attached = starts.attached_servers(ctxt, volume['id'])
+                db.migrations_in_progress(ctxt, volume_id))
+            attached = starts.attached_servers(ctxt, volume_id)
             rules.check_attachments_seen(volume, attached)
             mode = rules.choose_migration_mode(
                 instance, volume, attached, service['capabilities'])
             held = capped and queue.reason_to_queue(ctxt, service,
-                                                    volume['id'])
+                                                    volume_id)
             status = (states.QUEUED if held else
                       states.STARTING if starting else states.ACCEPTED)
             try:
                 migration = starts.record(ctxt, {
                     'uuid': uuidutils.generate_uuid(),
                     'instance_uuid': instance['uuid'],
-                    'volume_id': volume['id'],
+                    'volume_id': volume_id,
                     'src_attachment_id': bdm['attachment_id'],
                     'host': instance['host'], 'mode': mode,
                     'project_id': instance['project_id'],

@@ -118,8 +118,11 @@ class MoveConductor:
 
     @staticmethod
     def _all_asked(move: dict, old_volume: dict) -> bool:
-        return {a['id'] for a in old_volume['attachments']} <= set(
-            move['attachments'])
+        """Whether Cinder asked for every attachment it has of the old
+        volume. None seen is a view that misses some (another project's,
+        say), never a volume with nothing to wait for."""
+        attached = {a['id'] for a in old_volume['attachments']}
+        return bool(attached) and attached <= set(move['attachments'])
 
     def resume(self) -> None:
         """Periodic: run every move this conductor owns, or whose owner is

@@ -9,6 +9,7 @@ from oslo_utils import timeutils
 
 from volmig import exception
 from volmig import owners
+from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conf import CONF
 from volmig.db import api as db
@@ -18,6 +19,13 @@ def service_is_up(service: dict) -> bool:
     age = timeutils.delta_seconds(service['last_seen_at'],
                                   timeutils.utcnow())
     return age <= CONF.service_down_time
+
+
+def in_flight(ctxt, migration: dict) -> bool:
+    """A start whose owner still waits on its agent: the start is the
+    owner's to record, and no one else reconciles it."""
+    return (migration['status'] == states.STARTING
+            and owner_alive(ctxt, migration['owner']))
 
 
 def owner_alive(ctxt, owner: str | None) -> bool:
