@@ -56,12 +56,11 @@ class Cinder(openstack.Processes):
         self.port = openstack.free_port()
         self.keystone.service_user('cinder')
         self.project_id = self.keystone.service_project
-        self.url = 'http://127.0.0.1:%d/v3/%s' % (self.port, self.project_id)
         self.keystone.register('volumev3', 'http://127.0.0.1:%d/v3/'
                                '$(project_id)s' % self.port)
         self.keystone.register('compute', self.compute_url)
         vhost = self.useFixture(cluster.VhostFixture())
-        db_url = self._database()
+        self.db_url = db_url = self._database()
         self.exports = {}
         backends = {}
         for name in BACKENDS + VOLMIG_BACKENDS:
@@ -86,6 +85,9 @@ class Cinder(openstack.Processes):
                 'lock_path': os.path.join(self.dir, 'locks'),
                 'enabled_backends': ','.join(BACKENDS),
                 'default_volume_type': BACKENDS[0],
+                # The tests' tenants make more volumes than a project's
+                # default ten.
+                'quota_volumes': 100,
                 # Cinder copies detached volumes by itself through
                 # os-brick; as root no helper is needed.
                 'rootwrap_config': '/dev/null'},
@@ -246,11 +248,35 @@ class Cinder(openstack.Processes):
                 'backend_group': ('volmig-manager' if name in VOLMIG_BACKENDS
                                   else 'compute-api')})}}
 
-    def request(self, method: str, path: str, **kwargs):
+    def request(self, method: str, path: str, session=None, **kwargs):
+        """Cinder's API as Cinder's own service user (an admin), or as
+        ``session``'s user, in that session's project."""
+        session = session or self.session
         kwargs.setdefault('headers', {}).setdefault(
             'OpenStack-API-Version', 'volume 3.54')
-        return self.session.request(self.url + path, method,
-                                    raise_exc=False, **kwargs)
+        return session.request('http://127.0.0.1:%d/v3/%s%s' % (
+            self.port, session.get_project_id(), path), method,
+            raise_exc=False, **kwargs)
+
+    def quota_held(self, project_id: str) -> dict:
+        """What Cinder still holds of a project's quota: usages with a
+        reservation and reservations never committed nor rolled back,
+        read in Cinder's database."""
+        engine = sa.create_engine(self.db_url)
+        try:
+            with engine.connect() as connection:
+                usages = connection.execute(sa.text(
+                    'SELECT resource, reserved FROM quota_usages WHERE '
+                    'project_id = :p AND NOT deleted AND reserved != 0'),
+                    {'p': project_id}).all()
+                reservations = connection.execute(sa.text(
+                    'SELECT resource, delta FROM reservations WHERE '
+                    'project_id = :p AND NOT deleted'),
+                    {'p': project_id}).all()
+        finally:
+            engine.dispose()
+        return {'reserved': sorted(map(tuple, usages)),
+                'reservations': sorted(map(tuple, reservations))}
 
     def api_ready(self) -> bool:
         return self.request('GET', '/types').ok

@@ -5,6 +5,12 @@ backends on bind-mounted directories) serve every test of a class; each
 test gets its own volmig deployment (conductor, api, one qemu agent) with
 ``[volume] backend = cinder``. Guests are volmig-guest with its writer,
 and bytes are checked in the file Cinder keeps for the volume.
+
+As in a cloud, the volumes under test are a tenant's: made in Cinder by a
+member of a project that is not volmig's (``alice`` of ``tenant-a``), and
+attached to that member's servers through volmig's API. ``bob`` of
+``tenant-b`` is the other project; Cinder's own service user is the
+admin who migrates.
 """
 
 import os
@@ -18,6 +24,9 @@ from tests.integration import base
 from tests.integration import real_guest_base
 from volmig.db import moves
 
+# (user, project): tenants of the cloud, each a member of its project.
+TENANTS = (('alice', 'tenant-a'), ('bob', 'tenant-b'))
+
 
 @testtools.skipIf(openstack.missing(), openstack.missing())
 class CinderTestCase(base.DeployedOnceTestCase,
@@ -30,6 +39,13 @@ class CinderTestCase(base.DeployedOnceTestCase,
     def deploy(cls, deployment):
         cls.keystone = deployment.useFixture(openstack.Keystone())
         cls.keystone.service_user('volmig')
+        # {user: a keystoneauth session in the user's own project}
+        cls.tenants = {}
+        for user, project in TENANTS:
+            cls.keystone.user(user, cls.keystone.project(project),
+                              ('member',))
+            cls.tenants[user] = cls.keystone.session(
+                user, openstack.SERVICE_PASSWORD, project)
         # Cinder finds the compute API in Keystone's catalog.
         cls.cinder = deployment.useFixture(cinder_deployment.Cinder(
             cls.keystone, cls.compute_url()))
@@ -45,29 +61,50 @@ class CinderTestCase(base.DeployedOnceTestCase,
         return options
 
     def rest(self, method, path, body=None, token=None):
+        """volmig's API as ``alice``, unless another token is given."""
         return super().rest(method, path, body,
-                            token or self.keystone.admin.get_token())
+                            token or self.tenants['alice'].get_token())
 
-    def cinder_volume(self, volume_type='nfs-a', multiattach=False):
-        """A 1 GiB Cinder volume made through volmig's API, available."""
-        code, body = self.rest('POST', '/os-volumes', {'volume': {
-            'size': 1, 'pool': volume_type, 'multiattach': multiattach}})
-        self.assertEqual(200, code, body)
-        volume_id = body['volume']['id']
-        self.wait_until(lambda: self.cinder.volume(volume_id)['status']
-                        == 'available', timeout=60,
-                        what='Cinder volume %s to be available' % volume_id)
-        return body['volume']
+    def boot(self, volumes, host=None, image='volmig-guest', mode='rw'):
+        # A tenant's server: only an admin pins a host, and the scheduler
+        # has one.
+        return super().boot(volumes, host, image, mode)
+
+    def cinder_volume(self, volume_type='nfs-a', user='alice'):
+        """A 1 GiB volume that ``user`` made in Cinder, available; a
+        multiattach type makes a multiattach volume."""
+        answer = self.cinder.request('POST', '/volumes', self.tenants[user],
+                                     json={'volume': {
+                                         'size': 1,
+                                         'volume_type': volume_type}})
+        self.assertEqual(202, answer.status_code, answer.text)
+        volume_id = answer.json()['volume']['id']
+        return self.wait_until(
+            lambda: (lambda v: v if v['status'] == 'available' else None)(
+                self.cinder.volume(volume_id)), timeout=60,
+            what='Cinder volume %s to be available' % volume_id)
+
+    def assert_no_quota_held(self, user='alice'):
+        """Cinder holds none of the user's project's quota: every
+        reservation a migration's request made was committed or rolled
+        back."""
+        self.assertEqual({'reserved': [], 'reservations': []},
+                         self.cinder.quota_held(
+                             self.tenants[user].get_project_id()))
 
     def cinder_attachments(self, volume_id):
         answer = self.cinder.request(
-            'GET', '/attachments/detail?volume_id=%s' % volume_id)
+            'GET', '/attachments/detail?all_tenants=1&volume_id=%s'
+            % volume_id)
         answer.raise_for_status()
         return answer.json()['attachments']
 
-    def retype(self, volume_id, new_type):
+    def retype(self, volume_id, new_type, user='alice'):
+        """``cinder retype``, by the volume's owner ``user``, or with
+        None by an admin of another project (Cinder's service user)."""
         answer = self.cinder.request(
-            'POST', '/volumes/%s/action' % volume_id, json={'os-retype': {
+            'POST', '/volumes/%s/action' % volume_id,
+            self.tenants[user] if user else None, json={'os-retype': {
                 'new_type': new_type, 'migration_policy': 'on-demand'}})
         self.assertEqual(202, answer.status_code, answer.text)
 
@@ -82,10 +119,13 @@ class CinderTestCase(base.DeployedOnceTestCase,
         self.assertEqual(202, answer.status_code, answer.text)
         return target
 
-    def wait_for_move(self, statuses):
+    def wait_for_move(self, statuses, count=1):
+        """Until ``count`` volume moves are in one of ``statuses``."""
         return self.wait_until(
-            lambda: moves.get_all(self.admin, statuses), timeout=120,
-            what='a volume move to be %s' % ' or '.join(statuses))
+            lambda: (lambda found: found if len(found) >= count else None)(
+                moves.get_all(self.admin, statuses)), timeout=120,
+            what='%d volume move(s) to be %s' % (count,
+                                                  ' or '.join(statuses)))
 
     def wait_cinder_migrated(self, volume_id):
         return self.wait_until(
@@ -126,7 +166,7 @@ class CinderTestCase(base.DeployedOnceTestCase,
 
     def shared_volume(self, content=b'', volume_type='nfs-a-multi'):
         """A multiattach volume beginning with ``content``."""
-        volume = self.cinder_volume(volume_type, multiattach=True)
+        volume = self.cinder_volume(volume_type)
         path = self.cinder.volume_file(self.cinder.volume(volume['id']))
         with open(path, 'r+b') as handle:
             handle.write(content)

@@ -220,18 +220,25 @@ class Cluster(fixtures.Fixture):
                 if options else None)
 
     def restart(self, name: str, sig=signal.SIGTERM,
-                command=None, prefix=None) -> ServiceProcess:
+                command=None, prefix=None,
+                options: dict | None = None) -> ServiceProcess:
         """Stop a process with ``sig`` and start its binary again.
 
         ``command`` runs instead of the binary, with the same options;
-        ``prefix`` replaces what it ran under (an upgrade, say).
+        ``prefix`` replaces what it ran under (an upgrade, say);
+        ``options`` are set over the ones it had.
         """
         old = self.processes[name]
         old.may_die = True
         old.stop(sig)
         self._restarts += 1
+        config_files = list(old.config_files)
+        if options:
+            config_files.append(write_config(os.path.join(
+                self.state_path, '%s-%d.conf' % (name, self._restarts)),
+                options))
         return self._run(name, ServiceProcess(
-            old.binary, old.config_files, self.state_path,
+            old.binary, config_files, self.state_path,
             '%s-%d' % (name, self._restarts), command,
             prefix=old.prefix if prefix is None else prefix))
 

@@ -70,11 +70,11 @@ class CinderVolumesTest(cinder_base.CinderTestCase):
                 what='volume %s to be available' % volume['id'])
             self.assertEqual([], self.cinder_attachments(volume['id']))
 
-    def test_cli_creates_a_cinder_volume(self):
-        # The README's command, as a process.
+    def test_cli_creates_a_cinder_volume_in_the_users_project(self):
+        # The README's command, as a process, by a tenant.
         created = subprocess.run(
             [os.path.join(cluster.BIN_DIR, 'volmig'), '--os-endpoint',
-             self.endpoint, '--os-token', self.keystone.admin.get_token(),
+             self.endpoint, '--os-token', self.tenants['alice'].get_token(),
              'volume', 'create',
              '--name', 'data', '--size', '1', '--pool', 'nfs-a-multi',
              '--multiattach', '-f', 'value', '-c', 'id'],
@@ -88,6 +88,56 @@ class CinderVolumesTest(cinder_base.CinderTestCase):
         self.assertEqual(('data', 'nfs-a-multi', True),
                          (volume['name'], volume['volume_type'],
                           volume['multiattach']))
+        # The user's, in Cinder: its project owns it and is charged.
+        alice = self.tenants['alice']
+        self.assertEqual(alice.get_project_id(),
+                         volume['os-vol-tenant-attr:tenant_id'])
+        mine = self.cinder.request('GET', '/volumes/%s' % volume_id, alice)
+        self.assertEqual(200, mine.status_code, mine.text)
+        quota = self.cinder.request(
+            'GET', '/os-quota-sets/%s?usage=true' % alice.get_project_id(),
+            alice)
+        self.assertEqual(200, quota.status_code, quota.text)
+        self.assertGreaterEqual(quota.json()['quota_set']['volumes'][
+            'in_use'], 1)
+        theirs = self.cinder.request('GET', '/volumes/%s' % volume_id,
+                                     self.tenants['bob'])
+        self.assertEqual(404, theirs.status_code, theirs.text)
+
+    def test_each_project_sees_its_own_volumes_and_an_admin_all(self):
+        mine = self.cinder_volume(user='alice')
+        theirs = self.cinder_volume(user='bob')
+        bob = self.tenants['bob'].get_token()
+        for token, seen, unseen in (
+                (None, mine, theirs), (bob, theirs, mine),
+                (self.keystone.admin.get_token(), mine, None)):
+            code, body = self.rest('GET', '/os-volumes', token=token)
+            self.assertEqual(200, code, body)
+            listed = {volume['id'] for volume in body['volumes']}
+            self.assertIn(seen['id'], listed)
+            if unseen:
+                self.assertNotIn(unseen['id'], listed)
+        code, body = self.rest('GET', '/os-volumes', token=self.keystone.
+                               admin.get_token())
+        self.assertIn(theirs['id'], {v['id'] for v in body['volumes']})
+        # Another project's volume is not found, to show or to use.
+        code, body = self.rest('GET', '/os-volumes/%s' % mine['id'],
+                               token=bob)
+        self.assertEqual(404, code, body)
+        self.assertIn(mine['id'], body['itemNotFound']['message'])
+        code, body = self.rest('POST', '/servers', {'server': {
+            'name': 'vm', 'imageRef': 'volmig-guest',
+            'block_device_mapping_v2': [{
+                'uuid': mine['id'], 'source_type': 'volume',
+                'destination_type': 'volume', 'boot_index': None}]}},
+            token=bob)
+        self.assertEqual(404, code, body)
+        self.assertIn(mine['id'], body['itemNotFound']['message'])
+        code, body = self.rest('GET', '/servers', token=bob)
+        self.assertEqual([], body['servers'])
+        self.assertEqual(('available', []),
+                         (self.cinder.volume(mine['id'])['status'],
+                          self.cinder_attachments(mine['id'])))
 
     def test_unknown_volume_and_refusals_in_novas_shape(self):
         code, body = self.rest('POST', '/os-volumes', {'volume': {
@@ -104,43 +154,48 @@ class LiveRetype:
     """An unmodified Cinder's retype of a volume attached to a writing
     guest, on the driver of the class it is mixed into."""
 
-    def test_retype_moves_an_attached_volume_live(self):
+    def test_retype_moves_an_attached_volume_live_again_and_again(self):
+        # The tenant retypes its own volume, three times in a row.
         data = self.cinder_volume('nfs-a')
         server = self.boot([data])
         self.wait_for_acks(server, data['id'], 20)
-        old_file = self.cinder.volume_file(self.cinder.volume(data['id']))
-        self.retype(data['id'], 'nfs-b')
-        volume = self.wait_cinder_migrated(data['id'])
-        self.assertEqual('success', volume['migration_status'],
-                         self.cinder.errors())
-        self.assertEqual(('in-use', 'nfs-b'),
-                         (volume['status'], volume['volume_type']))
-        self.assertIn('@nfs-b', volume['os-vol-host-attr:host'])
-        self.wait_for_move(['done'])
-        [attachment] = self.cinder_attachments(data['id'])
-        self.assertEqual((server, 'attached'), (attachment['instance'],
-                                                attachment['status']))
-        # volmig's mapping names the volume's id and the new attachment.
-        self.assertEqual(
-            [(data['id'], attachment['id'])],
-            [(bdm['volume_id'], bdm['attachment_id']) for bdm in
-             self.conductor.instance_get(self.admin,
-                                         server)['block_devices']])
-        self.wait_until(lambda: not os.path.exists(old_file), timeout=60,
-                        what='Cinder to delete the old file')
-        # volmig's live path ran (a hypervisor copy records no
-        # migration), and its move is over.
-        [migration] = self.client.list(self.ctxt, volume_id=data['id'])
-        self.assertEqual(('live', data['id']),
-                         (migration['mode'], migration['volume_id']))
-        self.assertEqual(['done'], [move['status'] for move in
-                                    moves.get_all(self.admin,
-                                                  ['done', 'failed'])])
+        for count, new_type in enumerate(('nfs-b', 'nfs-a', 'nfs-b'), 1):
+            old_file = self.cinder.volume_file(self.cinder.volume(
+                data['id']))
+            self.retype(data['id'], new_type)
+            volume = self.wait_cinder_migrated(data['id'])
+            self.assertEqual('success', volume['migration_status'],
+                             self.cinder.errors())
+            self.assertEqual(('in-use', new_type),
+                             (volume['status'], volume['volume_type']))
+            self.assertIn('@%s' % new_type, volume['os-vol-host-attr:host'])
+            self.assertEqual(count, len(self.wait_for_move(
+                ['done'], count)))
+            [attachment] = self.cinder_attachments(data['id'])
+            self.assertEqual((server, 'attached'),
+                             (attachment['instance'], attachment['status']))
+            # volmig's mapping names the volume's id and the new
+            # attachment.
+            self.assertEqual(
+                [(data['id'], attachment['id'])],
+                [(bdm['volume_id'], bdm['attachment_id']) for bdm in
+                 self.conductor.instance_get(self.admin,
+                                             server)['block_devices']])
+            self.wait_until(lambda f=old_file: not os.path.exists(f),
+                            timeout=60, what='Cinder to delete the old file')
+            # The next move begins once this one's commit has ended.
+            self.wait_for_status(server, 'ACTIVE')
+        # volmig's live path ran each time (a hypervisor copy records no
+        # migration), and its moves are over.
+        migrations = self.client.list(self.ctxt, volume_id=data['id'])
+        self.assertEqual([('live', 'completed')] * 3,
+                         [(m['mode'], m['status']) for m in migrations])
+        self.assertEqual(['done'] * 3, [move['status'] for move in
+                                        moves.get_all(self.admin,
+                                                      ['done', 'failed'])])
+        self.assert_no_quota_held()
         written = len(self.acks(server, data['id']))
         self.wait_for_acks(server, data['id'], written + 20)
-        # Cinder's success comes before volmig's commit into the new
-        # volume ends; the server is busy until then.
-        self.wait_for_status(server, 'ACTIVE')
         self.stop(server)
         new_file = self.cinder.volume_file(volume)
         self.assertIn('/nfs-b/', new_file)
@@ -187,7 +242,8 @@ class CinderMigrationTest(LiveRetype, cinder_base.CinderTestCase):
 
     def test_two_read_write_shares_are_refused_and_lose_nothing(self):
         shared, old_file, servers = self.shared_by_two_writers('nfs-a-multi')
-        self.retype(shared['id'], 'nfs-b-multi')
+        # An admin of another project retypes the tenant's volume.
+        self.retype(shared['id'], 'nfs-b-multi', user=None)
         volume = self.wait_cinder_migrated(shared['id'])
         # volmig answered the completion with an error and wrote nothing.
         self.assertEqual(('error', 'in-use', 'nfs-a-multi'),
@@ -198,6 +254,7 @@ class CinderMigrationTest(LiveRetype, cinder_base.CinderTestCase):
         self.assertIn('read/write', move['error'])
         self.assertEqual(sorted(servers), sorted(
             a['instance'] for a in self.cinder_attachments(shared['id'])))
+        self.assert_no_quota_held()
         self.assert_writers_whole_on(shared, old_file, servers)
 
     def test_agent_killed_mid_copy_copies_again(self):
@@ -212,6 +269,20 @@ class CinderMigrationTest(LiveRetype, cinder_base.CinderTestCase):
         with open(self.cluster.processes['compute-1'].log_path) as log:
             self.assertIn('Volume copy %s verified' % move['id'],
                           log.read())
+
+    def test_conductor_killed_mid_copy_resumes_at_once(self):
+        data = self.filled_volume()
+        server = self.boot([data])
+        self.wait_for_acks(server, data['id'], 10)
+        self.retype(data['id'], 'nfs-b')
+        self.wait_for_move(['copying'])
+        # Back with a heal interval longer than the test: only taking up
+        # its moves as it starts finishes this one.
+        self.cluster.restart('conductor', sig=signal.SIGKILL, options={
+            ('conductor', 'heal_interval'): 3600})
+        self.assert_moved_exactly(server, data['id'])
+        self.assertEqual('done', self.wait_for_move(['done', 'failed'])[0][
+            'status'])
 
     def test_agent_killed_around_the_completion_ends_exact(self):
         data = self.filled_volume(64)

@@ -20,6 +20,10 @@ class CinderManagerTest(cinder_base.CinderTestCase):
 
     def setUp(self):
         super().setUp()
+        # This test's part of the log that every test's cinder-volume
+        # appends to.
+        log = os.path.join(self.cinder.dir, 'volmig-manager.log')
+        self.log_offset = os.path.getsize(log) if os.path.exists(log) else 0
         self.cinder.start_volmig_volume(self.vhost.url)
         self.addCleanup(self.cinder.stop, 'cinder-volume-volmig')
         self.addOnException(lambda exc_info: self.addDetail(
@@ -33,6 +37,7 @@ class CinderManagerTest(cinder_base.CinderTestCase):
 
     def manager_log(self):
         with open(os.path.join(self.cinder.dir, 'volmig-manager.log')) as log:
+            log.seek(self.log_offset)
             return log.read()
 
     def wait_logged(self, *texts):
@@ -63,27 +68,42 @@ class CinderManagerTest(cinder_base.CinderTestCase):
                    self.conductor.instance_get(
                        self.admin, server)['block_devices']))
 
-    def test_migrate_moves_an_attached_volume_live(self):
+    def test_migrate_and_retype_move_an_attached_volume_again(self):
         data = self.cinder_volume('volmig')
         server = self.boot([data])
         self.wait_for_acks(server, data['id'], 20)
-        old_file = self.cinder.volume_file(self.cinder.volume(data['id']))
-        target = self.migrate_elsewhere(data['id'], {'nfs-c': 'nfs-d',
-                                                     'nfs-d': 'nfs-c'})
-        volume = self.wait_cinder_migrated(data['id'])
-        self.assertEqual('success', volume['migration_status'],
-                         self.cinder.errors())
-        self.assertEqual(('in-use', 'volmig'),
-                         (volume['status'], volume['volume_type']))
-        self.assert_attached_as_volmig_maps(data['id'], [server], 'rw')
-        self.wait_until(lambda: not os.path.exists(old_file), timeout=60,
-                        what='Cinder to delete the old data')
-        # volmig's live path ran for the attachment, driven by Cinder's
-        # manager: started before Cinder's copy, completed after it.
-        [migration] = self.client.list(self.ctxt, volume_id=data['id'])
-        self.assertEqual('live', migration['mode'])
-        self.client.wait_for(self.ctxt, migration['id'], states.COMPLETED)
+        other = {'nfs-c': 'nfs-d', 'nfs-d': 'nfs-c'}
+        # An admin migrates the tenant's volume, then the tenant retypes
+        # it to the other backend's type and back.
+        for count in (1, 2, 3):
+            old_file = self.cinder.volume_file(self.cinder.volume(
+                data['id']))
+            if count == 1:
+                target = self.migrate_elsewhere(data['id'], other)
+            else:
+                target = other[target]
+                self.retype(data['id'], target)
+            volume = self.wait_cinder_migrated(data['id'])
+            self.assertEqual('success', volume['migration_status'],
+                             self.cinder.errors())
+            self.assertEqual(('in-use', 'volmig' if count == 1 else target),
+                             (volume['status'], volume['volume_type']))
+            self.assertIn('@%s#' % target, volume['os-vol-host-attr:host'])
+            self.assert_attached_as_volmig_maps(data['id'], [server], 'rw')
+            self.wait_until(lambda f=old_file: not os.path.exists(f),
+                            timeout=60, what='Cinder to delete the old data')
+            # volmig's live path ran for the attachment, driven by
+            # Cinder's manager: started before Cinder's copy, completed
+            # after it.
+            migrations = self.client.list(self.ctxt, volume_id=data['id'])
+            self.assertEqual([states.MODE_LIVE] * count,
+                             [m['mode'] for m in migrations])
+            for migration in migrations:
+                self.client.wait_for(self.ctxt, migration['id'],
+                                     states.COMPLETED)
+            self.wait_for_status(server, 'ACTIVE')
         self.assert_no_volume_move()
+        self.assert_no_quota_held()
         self.assert_moved_exactly(server, data['id'], target)
 
     def test_retype_switches_read_only_shares_together(self):
@@ -112,13 +132,20 @@ class CinderManagerTest(cinder_base.CinderTestCase):
 
     def test_two_read_write_shares_are_refused_before_any_start(self):
         shared, old_file, servers = self.shared_by_two_writers('nfs-c-multi')
-        self.retype(shared['id'], 'nfs-d-multi')
+        # An admin of another project retypes the tenant's volume: Cinder
+        # reserved its quota in the volume's project.
+        self.retype(shared['id'], 'nfs-d-multi', user=None)
         volume = self.wait_cinder_migrated(shared['id'])
         self.assertEqual(('error', 'in-use', 'nfs-c-multi'),
                          (volume['migration_status'], volume['status'],
                           volume['volume_type']))
         self.wait_logged('volmig did not start attachment',
                          'at least one is read/write')
+        # One line says why, and no traceback follows it.
+        self.assertNotIn('Traceback', self.manager_log())
+        self.assertNotIn('Exception during message handling',
+                         self.manager_log())
+        self.assert_no_quota_held()
         # volmig refused the first start: no guest left its volume.
         self.assertEqual([], self.client.list(self.ctxt,
                                               volume_id=shared['id']))

@@ -51,6 +51,7 @@ from cinder.volume import api as cinder_api
 from cinder.volume import manager
 from oslo_config import cfg
 from oslo_log import log as logging
+import oslo_messaging as messaging
 from oslo_utils import excutils
 from oslo_utils import timeutils
 
@@ -66,6 +67,13 @@ LOG = logging.getLogger(__name__)
 # Seconds between looks at a switch under way (a guest waits on its
 # overlay meanwhile): a database read and one small call.
 POLL_INTERVAL = 0.05
+
+
+class StartRefused(cinder_exception.VolumeMigrationFailed):
+    """volmig did not start every attachment, and every guest is still on
+    the volume: nothing was made or changed. Its message says why; a
+    traceback of Cinder's frames would say nothing more, so cinder-volume
+    logs it as one line, not as an RPC failure."""
 
 
 class VolumeManager(manager.VolumeManager):
@@ -113,6 +121,26 @@ class VolumeManager(manager.VolumeManager):
                 LOG.exception('Could not settle the interrupted migration '
                               'of volume %s', volume.id)
 
+    @messaging.expected_exceptions(StartRefused)
+    def migrate_volume(self, *args, **kwargs):
+        return super().migrate_volume(*args, **kwargs)
+
+    @messaging.expected_exceptions(StartRefused)
+    def retype(self, context, volume, new_type_id, host,
+               migration_policy='never', reservations=None,
+               old_reservations=None):
+        # cinder-api reserved the quota in the volume's project, and
+        # Cinder 29 rolls a failed retype back in the caller's (its
+        # commit names the project, its rollback does not): an admin's
+        # retype of another project's volume that fails would leave the
+        # reservations. In the volume's project, the rollback finds them.
+        if context.project_id != volume.project_id:
+            context = context.elevated()
+            context.project_id = volume.project_id
+        return super().retype(context, volume, new_type_id, host,
+                              migration_policy, reservations,
+                              old_reservations)
+
     def _migrate_volume_generic(self, ctxt, volume, backend,
                                 new_type_id) -> None:
         if not volume.volume_attachment:
@@ -124,7 +152,13 @@ class VolumeManager(manager.VolumeManager):
             # Before Cinder makes the new volume: a refusal comes before
             # anything is made, and a failure to make it cancels the start.
             with move.step('start'):
-                move.start()
+                try:
+                    move.start()
+                except StartRefused as exc:
+                    LOG.warning('Attached volume %(id)s was not migrated: '
+                                '%(reason)s', {'id': volume.id,
+                                               'reason': exc.msg})
+                    raise
             try:
                 # Cinder's own sequence for a detached volume; the two
                 # methods below put volmig around its copy.
@@ -266,7 +300,7 @@ class Move:
                                          states.STARTED, CONF.volmig.timeout)
             except Exception as exc:
                 self.cancel()
-                raise cinder_exception.VolumeMigrationFailed(
+                raise StartRefused(
                     reason='volmig did not start attachment %s of volume '
                     '%s: %s' % (attachment_id, self.volume_id,
                                 exception.safe_message(exc))) from exc
