@@ -104,6 +104,11 @@ class Cinder(openstack.Processes):
             'privsep_osbrick': {
                 'helper_command': 'privsep-helper --config-file %s' % conf},
             'privsep': {
+                'helper_command': 'privsep-helper --config-file %s' % conf},
+            # Cinder inspects a volume's format in its own privsep
+            # context when the volume it is handed lacks the admin
+            # metadata naming it: a tenant's retype hands it so.
+            'cinder_sys_admin': {
                 'helper_command': 'privsep-helper --config-file %s' % conf}},
             **backends)
         openstack.ini(conf, self._sections)

@@ -87,10 +87,17 @@ class CinderTestCase(base.DeployedOnceTestCase,
     def assert_no_quota_held(self, user='alice'):
         """Cinder holds none of the user's project's quota: every
         reservation a migration's request made was committed or rolled
-        back."""
+        back. A retype commits after it recorded the migration's end,
+        which the test may see first: it has a minute to."""
+        project_id = self.tenants[user].get_project_id()
+        try:
+            self.wait_until(lambda: not any(
+                self.cinder.quota_held(project_id).values()), timeout=60,
+                what="Cinder to settle the project's reservations")
+        except AssertionError:
+            pass  # Compared below, with what is still held.
         self.assertEqual({'reserved': [], 'reservations': []},
-                         self.cinder.quota_held(
-                             self.tenants[user].get_project_id()))
+                         self.cinder.quota_held(project_id))
 
     def cinder_attachments(self, volume_id):
         answer = self.cinder.request(
@@ -128,9 +135,13 @@ class CinderTestCase(base.DeployedOnceTestCase,
                                                   ' or '.join(statuses)))
 
     def wait_cinder_migrated(self, volume_id):
+        """Until Cinder's migration of the volume ended. A retype's
+        ``retyping`` and a migrate's ``starting`` are set before the call
+        returns: an earlier migration's end is never taken for this
+        one's."""
         return self.wait_until(
             lambda: (lambda v: v if v.get('migration_status') in (
-                'success', 'error') else None)(
+                'success', 'error') and v['status'] != 'retyping' else None)(
                     self.cinder.volume(volume_id)), timeout=300,
             what='Cinder to migrate volume %s' % volume_id)
 
