@@ -61,13 +61,10 @@ class CallerContextTest(base.BaseTestCase):
 class CinderAdapterTest(base.BaseTestCase):
 
     def adapter(self, auth_type='password'):
-        # auth_url for each: the section's OptGroup is the module's, and
-        # keeps the password plugin's options (one required) once a test
-        # has loaded it.
-        options = {'auth_type': auth_type,
-                   'auth_url': 'http://keystone.example/v3'}
+        options = {'auth_type': auth_type}
         if auth_type == 'password':
-            options.update(username='volmig', password='secret',
+            options.update(auth_url='http://keystone.example/v3',
+                           username='volmig', password='secret',
                            user_domain_id='default', project_name='service',
                            project_domain_id='default')
         else:
@@ -78,6 +75,10 @@ class CinderAdapterTest(base.BaseTestCase):
             config.write('[cinder]\n' + ''.join(
                 '%s = %s\n' % item for item in options.items()))
         conf = cfg.ConfigOpts()
+        # A group of this test's own: keystoneauth registers the loaded
+        # plugin's options (auth_url required) in the group object, and
+        # the module's is every ConfigOpts' in this process.
+        conf.register_group(cfg.OptGroup(cinder_conf.GROUP))
         cinder_conf.register_opts(conf)
         conf(['--config-file', path], default_config_files=[])
         return cinder.CinderVolumeAdapter(conf)
