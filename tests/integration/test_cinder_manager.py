@@ -173,6 +173,7 @@ class CinderManagerTest(cinder_base.CinderTestCase):
             self.cinder.exports['nfs-d'])) == before, timeout=60,
             what='the new volume to go')
         self.assertTrue(self.holds(server, old_file))
+        self.assert_no_quota_held()
         written = len(self.acks(server, data['id']))
         self.wait_for_acks(server, data['id'], written + 10)
         self.stop(server)
