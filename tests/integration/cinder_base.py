@@ -84,19 +84,30 @@ class CinderTestCase(base.DeployedOnceTestCase,
                 self.cinder.volume(volume_id)), timeout=60,
             what='Cinder volume %s to be available' % volume_id)
 
-    def assert_no_quota_held(self, user='alice'):
-        """Cinder holds none of the user's project's quota: every
-        reservation a migration's request made was committed or rolled
-        back. A retype commits after it recorded the migration's end,
-        which the test may see first: it has a minute to."""
-        project_id = self.tenants[user].get_project_id()
+    def setUp(self):
+        super().setUp()
+        # What Cinder holds of alice's quota already. A retype that a
+        # killed cinder-volume cut off holds its reservations until they
+        # expire (Cinder's reservation_expire, a day): an earlier test's,
+        # never this one's.
+        self.quota_at_start = self.cinder.quota_held(
+            self.tenants['alice'].get_project_id())
+
+    def assert_no_quota_held(self):
+        """Cinder holds no more of alice's project's quota than when the
+        test began: every reservation the test's requests made was
+        committed or rolled back. A retype commits after it recorded the
+        migration's end, which the test may see first: it has a minute
+        to."""
+        project_id = self.tenants['alice'].get_project_id()
         try:
-            self.wait_until(lambda: not any(
-                self.cinder.quota_held(project_id).values()), timeout=60,
+            self.wait_until(
+                lambda: self.cinder.quota_held(project_id)
+                == self.quota_at_start, timeout=60,
                 what="Cinder to settle the project's reservations")
         except AssertionError:
             pass  # Compared below, with what is still held.
-        self.assertEqual({'reserved': [], 'reservations': []},
+        self.assertEqual(self.quota_at_start,
                          self.cinder.quota_held(project_id))
 
     def cinder_attachments(self, volume_id):
