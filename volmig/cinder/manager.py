@@ -18,8 +18,7 @@ with volmig around the copy:
    volume. volmig's rules decide what may start (two read/write
    attachments of a multiattach volume may not): a refusal comes before
    any guest is touched or any volume made;
-2. Cinder creates the new volume (the guests meanwhile write to their
-   overlays);
+2. Cinder creates the new volume, while the guests write to overlays;
 3. Cinder copies between the backends, so any pair of Cinder drivers
    works. If making the new volume or the copy fails, volmig cancels each
    start: the guests stay on the old volume, and Cinder deletes the new
@@ -28,9 +27,8 @@ with volmig around the copy:
 5. the old attachments are deleted, and Cinder's completion gives the new
    data the volume's id and deletes the old data.
 
-From step 4 a guest may be on the new volume, so Cinder keeps it whatever
-fails next (``migration_status`` is ``completing``), and the error names
-the volmig migrations an operator recovers.
+From step 4 a guest may be on the new volume: Cinder keeps it whatever
+fails next, and the error names the migrations an operator recovers.
 
 Tested with Cinder 29.0.0. It relies on ``_migrate_volume_generic``
 calling ``_copy_volume_data`` and then ``migrate_volume_completion`` for a
@@ -70,10 +68,9 @@ POLL_INTERVAL = 0.05
 
 
 class StartRefused(cinder_exception.VolumeMigrationFailed):
-    """volmig did not start every attachment, and every guest is still on
-    the volume: nothing was made or changed. Its message says why; a
-    traceback of Cinder's frames would say nothing more, so cinder-volume
-    logs it as one line, not as an RPC failure."""
+    """volmig started no attachment, and nothing was made or changed: its
+    message says why, in one line of cinder-volume's log, since a
+    traceback of Cinder's frames would say nothing more."""
 
 
 class VolumeManager(manager.VolumeManager):
@@ -378,15 +375,18 @@ class Move:
 
     def _wait_switched(self, migration_id: str, attachment) -> None:
         """Until volmig completes the new attachment, just after the guest
-        is on it (until then Cinder reserves the volume for no other), or
-        the migration ends short of it."""
+        is on it, or the migration ends short of it. Until Cinder records
+        the volume in use, a moment after the attachment, it reserves the
+        volume for no other attachment."""
         deadline = time.monotonic() + CONF.volmig.timeout
         while True:
             # The migration first: one that ended had completed the
             # attachment before, if it ever does.
             migration = self.volmig.get(self.service, migration_id)
             attachment.refresh()
-            if attachment.attach_status == fields.VolumeAttachStatus.ATTACHED:
+            volume = objects.Volume.get_by_id(self.ctxt, attachment.volume_id)
+            if (attachment.attach_status == fields.VolumeAttachStatus.ATTACHED
+                    and volume.status != 'attaching'):
                 return
             if (migration['status'] in states.TERMINAL
                     or time.monotonic() > deadline):
