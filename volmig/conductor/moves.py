@@ -288,10 +288,14 @@ class MoveConductor:
                               status=RELEASING)
 
     def _wait_attached(self, ctxt, move: dict, src_id: str) -> None:
+        """Until Cinder records the attachment attached and then, a
+        moment later, the volume in use: it reserves the volume for no
+        other attachment before."""
         attachment_id = move['attachments'][src_id]['dst_attachment_id']
         deadline = time.monotonic() + CONF.rpc_response_timeout
         while self.volume_api.attachment_get(ctxt, attachment_id)[
-                'attach_status'] != 'attached':
+                'attach_status'] != 'attached' or self.volume_api.get_volume(
+                    ctxt, move['new_volume_id'])['status'] == 'attaching':
             if time.monotonic() > deadline:
                 raise exception.BlockStorageUnavailable(
                     action='record attachment %s as attached'
