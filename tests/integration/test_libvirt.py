@@ -188,6 +188,8 @@ class LibvirtCinderTest(test_cinder.LiveRetype, LibvirtHost,
     """Cinder's volumes (NFS, through os-brick) on libvirt guests, moved
     live by an unmodified Cinder's retype."""
 
+    RETYPES = ('nfs-b',)
+
     def setUp(self):
         super().setUp()
         # QEMU opens the volume by its name under the shares' mount point,
