@@ -90,7 +90,11 @@ class Cinder(openstack.Processes):
                 'quota_volumes': 100,
                 # Cinder copies detached volumes by itself through
                 # os-brick; as root no helper is needed.
-                'rootwrap_config': '/dev/null'},
+                'rootwrap_config': '/dev/null',
+                # A stopped service waits this long for its handlers to
+                # end (a minute by default), then exits: within the time
+                # a test gives a stop.
+                'graceful_shutdown_timeout': 10},
             'database': {'connection': db_url},
             'keystone_authtoken': dict(
                 auth, www_authenticate_uri=self.keystone.url,
