@@ -175,20 +175,19 @@ class CinderVolumeAdapter(base.VolumeAdapter):
 
     def _all_projects(self, ctxt) -> dict:
         """``all_tenants`` where the one asking may see every project's:
-        volmig itself, or an admin user. Cinder ignores it for no one
-        else and fails a filter it does not know, so it goes only
-        there."""
+        volmig itself, or an admin user. Cinder honours it for admins
+        only; from anyone else it is a filter Cinder does not know."""
         if not self._as_caller(ctxt) or ctxt.is_admin:
             return {'all_tenants': 1}
         return {}
 
-    def _attachments_of(self, ctxt, volume_id: str | None = None
+    def _attachments_of(self, cinder, ctxt, volume_id: str | None = None
                         ) -> list[dict]:
-        search = dict(self._all_projects(ctxt))
+        """The attachments ``cinder`` (the client of ``ctxt``) sees."""
+        search = self._all_projects(ctxt)
         if volume_id:
             search['volume_id'] = volume_id
-        listed = self._cinder(ctxt).attachments.list(detailed=True,
-                                                     search_opts=search)
+        listed = cinder.attachments.list(detailed=True, search_opts=search)
         return [_attachment(a) for a in listed]
 
     @_refusals('create a volume', not_found=None)
@@ -199,10 +198,11 @@ class CinderVolumeAdapter(base.VolumeAdapter):
                 field='size_mb', reason='Cinder sizes volumes in whole GiB '
                 '(%d MiB is not)' % size_mb)
         # Cinder makes a volume multiattach through its type.
-        volume = self._cinder(ctxt).volumes.create(
+        cinder = self._cinder(ctxt)
+        volume = cinder.volumes.create(
             size_mb // MIB_PER_GIB, name=name, volume_type=pool)
         if bool(volume.multiattach) != bool(multiattach):
-            self._cinder(ctxt).volumes.delete(volume.id)
+            cinder.volumes.delete(volume.id)
             raise exception.InvalidInput(
                 field='multiattach', reason='volume type %r makes %s '
                 'volumes' % (pool, 'multiattach' if volume.multiattach
@@ -211,9 +211,10 @@ class CinderVolumeAdapter(base.VolumeAdapter):
 
     @_refusals('show a volume')
     def get_volume(self, ctxt, volume_id):
-        attachments = self._reads.submit(self._attachments_of, ctxt,
+        cinder = self._cinder(ctxt)
+        attachments = self._reads.submit(self._attachments_of, cinder, ctxt,
                                          volume_id)
-        volume = self._cinder(ctxt).volumes.get(volume_id)
+        volume = cinder.volumes.get(volume_id)
         return _volume(volume, attachments.result())
 
     @_refusals('show a volume')
@@ -223,9 +224,9 @@ class CinderVolumeAdapter(base.VolumeAdapter):
 
     @_refusals('list volumes', not_found=None)
     def list_volumes(self, ctxt):
-        volumes = self._cinder(ctxt).volumes.list(
-            search_opts=self._all_projects(ctxt))
-        attachments = self._attachments_of(ctxt)
+        cinder = self._cinder(ctxt)
+        volumes = cinder.volumes.list(search_opts=self._all_projects(ctxt))
+        attachments = self._attachments_of(cinder, ctxt)
         return [_volume(volume, [a for a in attachments
                                  if a['volume_id'] == volume.id])
                 for volume in volumes]

@@ -31,9 +31,9 @@ From step 4 a guest may be on the new volume: Cinder keeps it whatever
 fails next, and the error names the migrations an operator recovers.
 
 Tested with Cinder 29.0.0. It relies on ``_migrate_volume_generic``
-calling ``_copy_volume_data`` and then ``migrate_volume_completion`` for a
-volume without attachments, and on ``delete_volume`` taking the
-``<volume id>-delete_volume`` lock of Cinder's coordinator.
+calling ``_copy_volume_data``, then ``migrate_volume_completion``, for a
+volume without attachments, and on ``delete_volume`` taking Cinder's
+``<volume id>-delete_volume`` lock.
 """
 
 import contextlib
@@ -68,9 +68,8 @@ POLL_INTERVAL = 0.05
 
 
 class StartRefused(cinder_exception.VolumeMigrationFailed):
-    """volmig started no attachment, and nothing was made or changed: its
-    message says why, in one line of cinder-volume's log, since a
-    traceback of Cinder's frames would say nothing more."""
+    """volmig started no attachment; nothing was made or changed. One line
+    of cinder-volume's log says why: a traceback would say nothing more."""
 
 
 class VolumeManager(manager.VolumeManager):
@@ -384,9 +383,10 @@ class Move:
             # attachment before, if it ever does.
             migration = self.volmig.get(self.service, migration_id)
             attachment.refresh()
-            volume = objects.Volume.get_by_id(self.ctxt, attachment.volume_id)
+            volume_id = attachment.volume_id
             if (attachment.attach_status == fields.VolumeAttachStatus.ATTACHED
-                    and volume.status != 'attaching'):
+                    and objects.Volume.get_by_id(
+                        self.ctxt, volume_id).status != 'attaching'):
                 return
             if (migration['status'] in states.TERMINAL
                     or time.monotonic() > deadline):
