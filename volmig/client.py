@@ -26,6 +26,7 @@ method, argument or returned key is removed or changes meaning; its
 minor number when one is added.
 """
 
+import copy
 import time
 
 import oslo_messaging as messaging
@@ -34,7 +35,7 @@ from volmig import exception
 from volmig import rpc
 from volmig import states
 
-__version__ = '1.3.0'
+__version__ = '1.4.0'
 
 TOPIC = 'volmig-api'
 RPC_API_VERSION = '1.0'
@@ -43,6 +44,9 @@ SRC_RELEASED_OR_LATER = states.COMPLETE_REQUESTED - {states.COMPLETING}
 
 
 class MigrationClient:
+
+    # Whether a lost answer is asked again (``patient``).
+    _patient = False
 
     def __init__(self, transport=None, conf=None,
                  timeout: int | None = None, poll_interval: float = 0.2,
@@ -68,6 +72,28 @@ class MigrationClient:
             self._owned.cleanup()
             self._owned = None
 
+    def patient(self) -> 'MigrationClient':
+        """This client, asking again while an answer is lost.
+
+        Each call but ``start`` whose answer does not come back
+        (``MessagingTimeout``, ``ServiceTimeout``: volmig-api or its
+        conductor restarting) is asked again, with backoff, until one
+        does; refusals raise as ever. For a caller that must not take
+        "no answer" for "failed": once a complete may have switched a
+        guest, only the migration's own end is an answer. ``start`` is
+        never asked again: its lost answer may have started the
+        migration, which the caller cancels instead.
+        """
+        patient = copy.copy(self)
+        patient._patient = True
+        return patient
+
+    def _ask(self, ctxt, method, **kwargs):
+        if not self._patient or method == 'migration_start':
+            return self._call(ctxt, method, **kwargs)
+        return rpc.until_answered(
+            lambda: self._call(ctxt, method, **kwargs), method)
+
     def _call(self, ctxt, method, **kwargs):
         try:
             return self._client.prepare(version='1.0').call(ctxt, method,
@@ -84,7 +110,7 @@ class MigrationClient:
         on return, nothing writes to src. Without, a queued migration
         returns at once; ``wait_for`` it to be ``started`` before copying.
         """
-        migration = self._call(ctxt, 'migration_start',
+        migration = self._ask(ctxt, 'migration_start',
                                src_attachment_id=src_attachment_id)
         if not wait or migration['status'] != states.QUEUED:
             return migration
@@ -96,7 +122,7 @@ class MigrationClient:
         The overlay is merged back into src asynchronously; ``wait_for``
         the status ``cancelled`` to see the end of it.
         """
-        return self._call(ctxt, 'migration_cancel',
+        return self._ask(ctxt, 'migration_cancel',
                           src_attachment_id=src_attachment_id)
 
     def complete(self, ctxt, src_attachment_id: str, dst_attachment_id: str,
@@ -106,7 +132,7 @@ class MigrationClient:
         With ``wait`` (the default) it returns when src may be removed;
         the commit into dst goes on as a tracked job.
         """
-        migration = self._call(ctxt, 'migration_complete',
+        migration = self._ask(ctxt, 'migration_complete',
                                src_attachment_id=src_attachment_id,
                                dst_attachment_id=dst_attachment_id)
         if not wait:
@@ -116,11 +142,11 @@ class MigrationClient:
 
     def get(self, ctxt, migration_ref: str) -> dict:
         """By migration id, or the latest migration of a src attachment."""
-        return self._call(ctxt, 'migration_get', migration_ref=migration_ref)
+        return self._ask(ctxt, 'migration_get', migration_ref=migration_ref)
 
     def list(self, ctxt, **filters) -> list[dict]:
         """Filters: status, instance_uuid, volume_id, host."""
-        return self._call(ctxt, 'migration_list', filters=filters)
+        return self._ask(ctxt, 'migration_list', filters=filters)
 
     def wait_for(self, ctxt, migration_id: str, statuses,
                  timeout: float = 300) -> dict:

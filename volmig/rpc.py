@@ -26,6 +26,15 @@ _TRANSPORT = None
 _NOTIFICATION_TRANSPORT = None
 # How often a send tries to reach the broker; None: until it does.
 _RETRY: int | None = None
+# A request whose answer never came: the service it asked may have done
+# it or not. A service that is away (a restart, a rolling upgrade) answers
+# a request asked again once it is back.
+LOST = (messaging.MessagingTimeout, messaging.MessageDeliveryFailure,
+        exception.ServiceTimeout)
+# Seconds between the asks of ``until_answered``: doubled each time, up
+# to the most. Each lost ask already waited ``rpc_response_timeout``.
+ASK_AGAIN_FIRST = 0.5
+ASK_AGAIN_MOST = 10.0
 
 
 def init(conf=CONF, retry: int | None = None) -> None:
@@ -45,6 +54,26 @@ def cleanup() -> None:
         if transport_ is not None:
             transport_.cleanup()
     _TRANSPORT = _NOTIFICATION_TRANSPORT = None
+
+
+def until_answered(ask, what: str):
+    """``ask()``'s answer, asked again while it is lost (``LOST``).
+
+    For a request that is safe to repeat, whose caller must not take a
+    lost answer for a refusal: a step after which a guest may be on dst.
+    Refusals raise at once; whoever owns the migration's deadline (the
+    conductor's stall timeout) ends it, and the next answer says so.
+    """
+    delay = ASK_AGAIN_FIRST
+    while True:
+        try:
+            return ask()
+        except LOST as exc:
+            LOG.warning('%(what)s: no answer (%(error)s); asking again in '
+                        '%(delay).1f s', {'what': what, 'delay': delay,
+                                          'error': type(exc).__name__})
+        time.sleep(delay)
+        delay = min(delay * 2, ASK_AGAIN_MOST)
 
 
 def transport():

@@ -70,9 +70,15 @@ def _image_delete() -> None:
 def _volume_list() -> None:
     volumes = storage_rpcapi.StorageAPI()
     for vol in volumes.list_volumes(volmig_context.get_admin_context()):
+        migration = vol.get('migration_status') or ''
+        if migration == 'error' and vol.get('migration_dst'):
+            # Kept both volumes: a guest may be on dst. Shown until the
+            # guests' migrations settle it.
+            migration = 'error, unsettled (dst %s kept): %s' % (
+                vol['migration_dst'], vol['migration_error'])
         print('%s  %-7s %6d MiB  %-9s %s' % (
             vol['id'], vol['pool'], vol['size_mb'], vol['status'],
-            vol.get('migration_status') or ''))
+            migration))
 
 
 def _volume_migrate() -> int:

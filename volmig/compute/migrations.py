@@ -12,6 +12,7 @@ from oslo_log import log as logging
 from volmig import exception
 from volmig import metrics
 from volmig import notifications
+from volmig import rpc
 from volmig import states
 
 LOG = logging.getLogger(__name__)
@@ -41,12 +42,22 @@ class MigrationRunner:
     def _instance(self, migration):
         return {'uuid': migration['instance_uuid'], 'host': self.host}
 
+    @staticmethod
+    def _tell(report, ctxt, migration_id, *args):
+        """A step's end the conductor must hear: asked again while the
+        conductor is away (a restart, an upgrade). Left unheard, the
+        guest would wait on an overlay for the stall timeout's
+        reconciliation; heard twice, it is the same record."""
+        return rpc.until_answered(
+            lambda: report(ctxt, migration_id, *args),
+            'Volume migration %s: %s' % (migration_id, report.__name__))
+
     def _fail(self, ctxt, migration, exc, recovery_needed, event):
         message = exception.safe_message(exc)
         self.notifier.notify(ctxt, event, 'error',
                              notifications.migration_data(migration), exc)
-        self.conductor.migration_fail(ctxt, migration['id'], message,
-                                      recovery_needed)
+        self._tell(self.conductor.migration_fail, ctxt, migration['id'],
+                   message, recovery_needed)
 
     def start(self, ctxt, migration, bdm):
         """Stop every write to src; returns ``{'pauses'}``.
@@ -148,7 +159,8 @@ class MigrationRunner:
                 return
             pauses = {}
         metrics.observe_pauses(pauses)
-        self.conductor.migration_switched(ctxt, migration['id'], pauses)
+        self._tell(self.conductor.migration_switched, ctxt, migration['id'],
+                   pauses)
         self._commit(ctxt, migration, bdm)
 
     def _side_after_failure(self, instance, bdm, migration,
@@ -179,8 +191,9 @@ class MigrationRunner:
     def _finisher(self, ctxt, migration, final_status):
         def finish(job):
             metrics.observe_pauses(job.pauses)
-            ended = self.conductor.migration_job_ended(
-                ctxt, migration['id'], final_status, dict(job.pauses))
+            ended = self._tell(self.conductor.migration_job_ended, ctxt,
+                               migration['id'], final_status,
+                               dict(job.pauses))
             self.notifier.notify(ctxt, _EVENTS[final_status], 'end',
                                  notifications.migration_data(ended))
         return finish
@@ -193,9 +206,16 @@ class MigrationRunner:
         """
         def report(progress):
             if progress.bytes_total:
-                self.conductor.migration_report_progress(
-                    ctxt, migration['id'], progress.bytes_done,
-                    progress.bytes_total)
+                try:
+                    self.conductor.migration_report_progress(
+                        ctxt, migration['id'], progress.bytes_done,
+                        progress.bytes_total)
+                except rpc.LOST:
+                    # A figure, and the next one says more: the job goes
+                    # on while the conductor is away.
+                    LOG.warning('Volume migration %s: progress not '
+                                'recorded, the conductor does not answer',
+                                migration['id'])
             if progress.finished:
                 finish(job)
                 self._sync_power_state(ctxt, migration)
@@ -297,7 +317,8 @@ class MigrationRunner:
         elif status == states.COMPLETING and side != 'dst':
             self._switch(ctxt, migration, bdm, dst_connection_info)
         elif status == states.COMPLETING:
-            self.conductor.migration_switched(ctxt, migration['id'], {})
+            self._tell(self.conductor.migration_switched, ctxt,
+                       migration['id'], {})
             self._commit(ctxt, migration, bdm)
         elif status in (states.SRC_RELEASED, states.COMMITTING):
             self._commit(ctxt, migration, bdm)
@@ -305,7 +326,8 @@ class MigrationRunner:
     def _recover_failed(self, ctxt, migration, bdm, side):
         """A failed migration left the guest off src: make it whole."""
         def recovered(job):
-            self.conductor.migration_recovered(ctxt, migration['id'], side)
+            self._tell(self.conductor.migration_recovered, ctxt,
+                       migration['id'], side)
             self._sync_power_state(ctxt, migration)
         instance = self._instance(migration)
         try:

@@ -9,6 +9,15 @@ libvirt_opts = [
                     'guests run QEMU with the [qemu] settings (accel, '
                     'memory_mb, max_disks, direct_io, image_dir, '
                     'guest_uid_start and guest_uid_count).'),
+    cfg.IntOpt('reconnect_timeout', default=60, min=0,
+               help='Seconds a migration step that failed because libvirtd '
+                    'went away (a crash, a restart, an upgrade) waits for '
+                    'a new libvirtd, then is taken again: the switch, the '
+                    'commit, the roll-back and the recovery. QEMU runs on '
+                    'meanwhile, its guest writing to the overlay. Past it '
+                    'the step fails as any other, and the conductor\'s '
+                    'migration_stall_timeout settles the migration: keep '
+                    'this below that.'),
 ]
 
 

@@ -93,6 +93,7 @@ class VolumeManager:
     def _queues(self) -> None:
         # Not before the migrations a restart cut off are taken back.
         if self.mover.resumed:
+            self.mover.settle_failed()
             self.mover.start_queued()
             self.drainer.run_once()
 

@@ -10,7 +10,14 @@ migration goes forward, or waits for an operator.
 
 Each step is recorded on the volume first (``migration_dst``,
 ``migration_ids``, ``migration_src_path``), so a volmig-volume that
-restarts resumes or rolls back every migration it had under way.
+restarts resumes or rolls back every migration it had under way
+(``recovery``).
+
+Not knowing is not failing: after ``start``, every call to volmig-api is
+asked again while its answer is lost (volmig-api or its conductor
+restarting, ``MigrationClient.patient``). Only the migration's own end,
+which the conductor's stall timeout decides, fails a move; a cancel goes
+through the conductor once it is back.
 
 ``[storage] max_concurrent_copies`` caps the migrations under way into
 or out of each pool. One over it is ``queued`` before step 1, so no
@@ -24,7 +31,6 @@ import typing
 
 import futurist
 from oslo_log import log as logging
-import oslo_messaging as messaging
 from oslo_utils import timeutils
 
 from volmig import client
@@ -34,6 +40,7 @@ from volmig import exception
 from volmig import states
 from volmig.block_storage import base
 from volmig.volume_service import copy as copy_mod
+from volmig.volume_service import recovery
 
 LOG = logging.getLogger(__name__)
 
@@ -46,21 +53,15 @@ UNDER_WAY = MIGRATING + (QUEUED,)
 FOREVER = float('inf')
 
 
-def guest_may_be_on_dst(migration: dict) -> bool:
-    """Whether the complete of this migration may have switched a guest."""
-    if migration['status'] == states.ERROR:
-        return (migration['recovery_needed']
-                and migration['error_phase'] in states.COMPLETE_REQUESTED)
-    return migration['status'] in states.COMPLETE_REQUESTED
-
-
-class Mover:
+class Mover(recovery.Recovery):
 
     def __init__(self, volumes, conf, migration_client=None):
         self.volumes = volumes
         self.conf = conf
         # volmig-api's RPC face, as any block-storage service reaches it.
         self.client = migration_client or client.MigrationClient()
+        # Every call after start: a lost answer is not a failure.
+        self.patient = self.client.patient()
         self._executor = futurist.ThreadPoolExecutor(
             max_workers=conf.storage.migration_workers)
         self._interrupted: list[dict] = []
@@ -227,7 +228,7 @@ class Mover:
         return volume
 
     def _migrations(self, ctxt, volume: dict) -> list[dict]:
-        return [self.client.get(ctxt, migration_id)
+        return [self.patient.get(ctxt, migration_id)
                 for migration_id in volume['migration_ids']]
 
     def _finish(self, ctxt, volume_id: str, max_bytes_per_second: int,
@@ -238,8 +239,8 @@ class Mover:
         try:
             for migration in self._migrations(ctxt, volume):
                 if migration['status'] == states.QUEUED:
-                    self.client.wait_for(ctxt, migration['id'],
-                                         states.STARTED, timeout=FOREVER)
+                    self.patient.wait_for(ctxt, migration['id'],
+                                          states.STARTED, timeout=FOREVER)
             if not copied:
                 copy_mod.verified_copy(self.volumes, self.conf, volume, dst,
                                        max_bytes_per_second)
@@ -247,10 +248,10 @@ class Mover:
                 if migration['status'] == states.STARTED:
                     attachment = self._dst_attachment(ctxt, volume, dst,
                                                       migration)
-                    self.client.complete(ctxt,
-                                         migration['src_attachment_id'],
-                                         attachment['id'], wait=False)
-            migrations = [self.client.wait_for(
+                    self.patient.complete(ctxt,
+                                          migration['src_attachment_id'],
+                                          attachment['id'], wait=False)
+            migrations = [self.patient.wait_for(
                 ctxt, migration['id'], client.SRC_RELEASED_OR_LATER,
                 timeout=FOREVER) for migration in self._migrations(
                     ctxt, volume)]
@@ -294,29 +295,32 @@ class Mover:
         current = set(self.volumes.get_volume(ctxt,
                                               volume_id)['migration_ids'])
         in_progress = [
-            migration for migration in self.client.list(
+            migration for migration in self.patient.list(
                 ctxt, volume_id=volume_id)
             if migration['status'] not in states.TERMINAL
             or migration['id'] in current]
-        on_dst = [m['id'] for m in in_progress if guest_may_be_on_dst(m)]
+        on_dst = [m['id'] for m in in_progress
+                  if recovery.guest_may_be_on_dst(m)]
         if on_dst:
             LOG.error('Migration of volume %s failed after a guest may have '
                       'switched to dst; keeping src and dst', volume_id)
             self.volumes.update_volume(
                 volume_id, migration_status='error',
-                migration_error='%s; a guest may be on dst %s: recover '
-                'migration %s (volmig-manage migration recover), then '
-                'retry' % (exception.safe_message(reason),
-                           dst['id'] if dst else None, ', '.join(on_dst)))
+                migration_error='%s; a guest may be on dst %s: the volume '
+                'follows its guests once migration %s ends or is recovered '
+                '(volmig-manage migration recover)' % (
+                    exception.safe_message(reason),
+                    dst['id'] if dst else None, ', '.join(on_dst)))
             return
         for migration in in_progress:
             if migration['status'] in states.TERMINAL:
                 continue
             try:
                 if migration['status'] in (states.STARTED, states.QUEUED):
-                    self.client.cancel(ctxt, migration['src_attachment_id'])
-                self.client.wait_for(ctxt, migration['id'],
-                                     {states.CANCELLED, states.ERROR})
+                    self.patient.cancel(ctxt,
+                                        migration['src_attachment_id'])
+                self.patient.wait_for(ctxt, migration['id'],
+                                      {states.CANCELLED, states.ERROR})
             except Exception:
                 LOG.exception('Could not cancel volume migration %s',
                               migration['id'])
@@ -332,68 +336,9 @@ class Mover:
         if os.path.exists(dst['path']):
             os.unlink(dst['path'])
 
-    # After a restart of volmig-volume.
-
     def find_interrupted(self) -> None:
         """At start-up, before any request: the migrations a previous
         volmig-volume left under way. Only these are resumed; any begun
         since belong to this process."""
         self._interrupted = self.volumes.with_migration_under_way(
             MIGRATING)
-
-    def resume_after_restart(self) -> None:
-        """Once volmig-api answers: resume or roll back what
-        ``find_interrupted`` found."""
-        if not self._interrupted:
-            self.resumed = True
-            return
-        ctxt = volmig_context.get_service_context()
-        try:
-            self.client.list(ctxt, status=states.ACCEPTED)
-        except messaging.MessagingTimeout:
-            LOG.warning('volmig-api does not answer yet; resuming the '
-                        'migrations under way later')
-            return
-        volumes, self._interrupted = self._interrupted, []
-        for volume in volumes:
-            try:
-                self._resume(ctxt, volume)
-            except Exception:
-                LOG.exception('Could not resume the migration of volume %s',
-                              volume['id'])
-        self.resumed = True
-
-    def _resume(self, ctxt, volume: dict) -> None:
-        volume_id = volume['id']
-        if volume['migration_status'] == 'success':
-            self._drop_src(volume_id)
-            return
-        dst = (self.volumes.get_volume(ctxt, volume['migration_dst'])
-               if volume['migration_dst'] else None)
-        if volume['migration_status'] == 'starting' or dst is None:
-            LOG.warning('Volume %s: volmig-volume restarted while starting '
-                        'its migration; rolling back', volume_id)
-            self._abandon(ctxt, volume_id, dst, exception.MigrationFailed(
-                migration_id=', '.join(volume['migration_ids']) or '-',
-                reason='volmig-volume restarted while starting it'))
-            return
-        migrations = self._migrations(ctxt, volume)
-        if any(guest_may_be_on_dst(m) for m in migrations):
-            LOG.warning('Volume %s: resuming its migration at complete',
-                        volume_id)
-            self._executor.submit(self._finish, ctxt, volume_id, 0, True)
-        elif all(m['status'] in (states.STARTED, states.QUEUED)
-                 for m in migrations):
-            LOG.warning('Volume %s: copying it again from the start',
-                        volume_id)
-            # The copy skips zeros, so dst must read as zeros again.
-            with open(dst['path'], 'r+b') as dst_file:
-                dst_file.truncate(0)
-                dst_file.truncate(volume['size_mb'] * 1024 * 1024)
-            self._executor.submit(
-                self._finish, ctxt, volume_id,
-                self.conf.storage.max_bandwidth_mbps * 1024 * 1024)
-        else:
-            self._abandon(ctxt, volume_id, dst, exception.MigrationFailed(
-                migration_id=', '.join(volume['migration_ids']),
-                reason='it ended while volmig-volume was down'))

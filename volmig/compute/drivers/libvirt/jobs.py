@@ -14,6 +14,7 @@ from volmig import exception
 from volmig.compute.drivers import base
 from volmig.compute.drivers import journal as journal_mod
 from volmig.compute.drivers.libvirt import domain
+from volmig.compute.drivers.libvirt import restarts
 
 if typing.TYPE_CHECKING:
     from volmig.compute.drivers.libvirt import driver as driver_mod
@@ -69,8 +70,7 @@ class PivotJob(base.Job):
         try:
             self._last = self._poll()
         except (libvirt.libvirtError, exception.DriverError):
-            if (self._driver.answers()
-                    and self._driver.connections == connections):
+            if not restarts.went_away(self._driver, connections):
                 raise  # libvirtd was there all along: a real failure.
             # libvirtd died, or restarted since this poll began: QEMU runs
             # the job on, and a new libvirtd finds it again.

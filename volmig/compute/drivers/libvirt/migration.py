@@ -37,6 +37,7 @@ from volmig.compute.drivers import journal as journal_mod
 from volmig.compute.drivers import qemu_img
 from volmig.compute.drivers.libvirt import domain
 from volmig.compute.drivers.libvirt import jobs
+from volmig.compute.drivers.libvirt import restarts
 
 LOG = logging.getLogger(__name__)
 
@@ -137,9 +138,11 @@ class LiveMigration:
         guest.save()
         return pause
 
+    @restarts.taken_again
     def migration_cancel(self, instance, bdm, migration):
         return self._merge(instance, bdm, migration['id'], 'cancel')
 
+    @restarts.taken_again
     def migration_commit(self, instance, bdm, migration):
         return self._merge(instance, bdm, migration['id'], 'complete')
 
@@ -201,6 +204,7 @@ class LiveMigration:
         guest.save()
         self.journal.close(migration_id)
 
+    @restarts.taken_again
     def migration_switch(self, instance, bdm, migration,
                          dst_connection_info):
         guest, disk = self._live_disk(instance, bdm)
@@ -243,6 +247,9 @@ class LiveMigration:
             target, flags = None, libvirt.VIR_DOMAIN_BLOCK_COPY_REUSE_EXT
             xml = domain.copy_xml(dst_path, 'raw')
         action = 'switch volume %s to %s' % (disk['volume_id'], dst_path)
+        # A copy that a switch cut short (libvirtd went away under it) is
+        # done again from the start: the overlay's data may have moved on.
+        _abort_copy(found, disk)
         # One switch onto dst at a time: libvirt gives dst to the QEMU
         # user of the guest it switches (dynamic ownership), and while it
         # switched a second guest of a shared read-only volume, the first's
@@ -277,6 +284,7 @@ class LiveMigration:
             time.sleep(COPY_POLL_INTERVAL)
         return pause
 
+    @restarts.taken_again
     def migration_recover(self, instance, bdm, migration,
                           dst_connection_info):
         """Align the record with libvirt's after an agent crash.
@@ -291,10 +299,7 @@ class LiveMigration:
         with guest.lock:
             found = self.live_domain(guest)
             if found is not None:
-                info = found.blockJobInfo(disk['target'], 0)
-                if info and info['type'] == \
-                        libvirt.VIR_DOMAIN_BLOCK_JOB_TYPE_COPY:
-                    found.blockJobAbort(disk['target'], 0)
+                _abort_copy(found, disk)
                 self._sync(guest, found, disk)
             elif not disk.get('overlay') and os.path.exists(first):
                 # Created, perhaps put on top before the guest stopped:
@@ -322,3 +327,11 @@ def _switch_target(disk: dict, top: str, migration_id: str) -> str:
     if top == 'overlay':
         return 'overlay-%s-dst.qcow2' % migration_id
     return 'front-%s-%s.qcow2' % (disk['volume_id'], migration_id)
+
+
+def _abort_copy(found, disk: dict) -> None:
+    """Abandon a switch's block copy that is still running on the disk;
+    the guest stays on the top it is on."""
+    info = found.blockJobInfo(disk['target'], 0)
+    if info and info['type'] == libvirt.VIR_DOMAIN_BLOCK_JOB_TYPE_COPY:
+        found.blockJobAbort(disk['target'], 0)
