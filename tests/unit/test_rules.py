@@ -226,6 +226,17 @@ class CancelCompleteTest(base.BaseTestCase):
                               rules.check_can_complete, _migration(status),
                               'd-1')
 
+    def test_switch(self):
+        self.assertTrue(rules.check_can_switch(_migration(states.COMPLETING)))
+        for status in (states.SRC_RELEASED, states.COMMITTING,
+                       states.COMPLETED):
+            self.assertFalse(rules.check_can_switch(_migration(status)))
+        # Failed meanwhile (the stall timeout): its recovery decides.
+        exc = self.assertRaises(exception.InvalidMigrationState,
+                                rules.check_can_switch,
+                                _migration(states.ERROR))
+        self.assertIn(states.ERROR, str(exc))
+
     def test_complete_repeated_with_another_dst(self):
         self.assertRaises(exception.InvalidMigrationState,
                           rules.check_can_complete,

@@ -4,9 +4,11 @@ calling volmig-api's manager in this process (tests/unit/in_process.py),
 the fake driver's guest. The bytes are checked, not only the statuses."""
 
 import os
+import threading
 import time
 
 import fixtures
+import oslo_messaging as messaging
 
 from tests.unit import in_process
 from tests.unit import test_migration_conductor
@@ -39,7 +41,8 @@ class MoverTest(test_migration_conductor.ConductorTestBase):
 
     def setUp(self):
         super().setUp()
-        deployment = in_process.Deployment(self, self.conductor)
+        self.deployment = deployment = in_process.Deployment(
+            self, self.conductor)
         self.driver = deployment.driver
         self.bdm = db.bdm_get_by_attachment(self.ctxt, self.src['id'])
         self.driver.spawn({'uuid': self.instance['uuid']}, [self.bdm])
@@ -115,3 +118,95 @@ class MoverTest(test_migration_conductor.ConductorTestBase):
             self.service, self.bdm['volume_id'], 'pool-b')
         self.assertIn('already migrating to pool pool-b', error.message)
         self.wait_for('success')
+
+    def test_answers_lost_after_the_complete_are_asked_again(self):
+        """volmig-api serves the complete, then its answer and the next
+        answers are lost, as while it or its conductor restarts."""
+        self.useFixture(fixtures.MonkeyPatch('volmig.rpc.ASK_AGAIN_FIRST',
+                                             0.01))
+        api = self.deployment.api
+        complete, get = api.migration_complete, api.migration_get
+        lost = {'complete': 0, 'get': 0}
+
+        def complete_then_lost(ctxt, **kwargs):
+            answer = complete(ctxt, **kwargs)
+            if lost['complete']:
+                return answer
+            lost['complete'] += 1
+            raise messaging.MessagingTimeout('no answer')
+
+        def get_lost_thrice(ctxt, **kwargs):
+            if lost['complete'] and lost['get'] < 3:
+                lost['get'] += 1
+                raise exception.ServiceTimeout(method='migration_get')
+            return get(ctxt, **kwargs)
+        api.migration_complete = complete_then_lost
+        api.migration_get = get_lost_thrice
+
+        self.mover.begin(self.service, self.bdm['volume_id'], 'pool-b')
+        moved = self.wait_for('success')
+        self.wait_for_src_dropped()
+        # The complete was served and asked again; then three polls lost.
+        self.assertEqual({'complete': 1, 'get': 3}, lost)
+        with open(moved['path'], 'rb') as dst:
+            self.assertEqual(self.data, dst.read())
+        self.assertEqual([], self.pool_files('pool-a'))
+        [record] = db.migration_get_all(self.ctxt)
+        self.assertEqual(states.COMPLETED, record['status'])
+
+    def failed_at_the_switch(self, switches: bool) -> dict:
+        """A move whose migration fails as its guest switches (or not)
+        (the conductor's stall timeout, its agent away): both volumes are
+        kept, for nobody knows yet where the guest is."""
+        switch = self.driver.migration_switch
+        failed = threading.Event()
+
+        def switch_once_failed(*args):
+            failed.wait(60)
+            if not switches:
+                raise exception.DriverError(action='switch', reason='test')
+            return switch(*args)
+        self.driver.migration_switch = switch_once_failed
+        self.mover.begin(self.service, self.bdm['volume_id'], 'pool-b')
+        [migration] = self.mover.patient.list(self.ctxt)
+        self.mover.patient.wait_for(self.ctxt, migration['id'],
+                                    states.COMPLETING)
+        self.conductor.fail(self.ctxt, migration['id'], 'stalled', True)
+        failed.set()
+        volume = self.wait_for('error')
+        self.assertIn('a guest may be on dst', volume['migration_error'])
+        self.assertEqual(1, len(self.pool_files('pool-b')))
+        return migration
+
+    def test_a_failed_move_whose_guest_is_on_dst_is_settled_on_dst(self):
+        migration = self.failed_at_the_switch(switches=True)
+        self.mover.resumed = True
+        self.mover.settle_failed()
+        self.assertEqual('error', self.volume()['migration_status'])
+        self.conductor.recovered(self.ctxt, migration['id'], 'dst')
+        self.mover.settle_failed()
+        moved = self.volume()
+        self.assertEqual(('success', 'pool-b', None),
+                         (moved['migration_status'], moved['pool'],
+                          moved['migration_src_path']))
+        with open(moved['path'], 'rb') as dst:
+            self.assertEqual(self.data, dst.read())
+        self.assertEqual([], self.pool_files('pool-a'))
+        [attachment] = moved['attachments']
+        self.assertEqual(attachment['id'], db.bdm_get_by_volume(
+            self.ctxt, self.instance['uuid'], moved['id'])['attachment_id'])
+
+    def test_a_failed_move_whose_guest_is_back_on_src_drops_dst(self):
+        migration = self.failed_at_the_switch(switches=False)
+        self.conductor.recovered(self.ctxt, migration['id'], 'src')
+        self.mover.resumed = True
+        self.mover.settle_failed()
+        volume = self.volume()
+        self.assertEqual(('error', 'pool-a', None),
+                         (volume['migration_status'], volume['pool'],
+                          volume['migration_dst']))
+        self.assertIn('every guest is back on src',
+                      volume['migration_error'])
+        self.assertEqual([], self.pool_files('pool-b'))
+        with open(volume['path'], 'rb') as src:
+            self.assertEqual(self.data, src.read())

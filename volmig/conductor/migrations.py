@@ -223,11 +223,11 @@ class MigrationConductor:
 
         dst's attachment is marked attached first, as block storage ends a
         move once it sees ``src_released`` (a repeated report returns
-        early); the mapping takes it in the transaction that records it.
+        early; one after a failure is refused, and its recovery decides);
+        the mapping takes it in the transaction that records it.
         """
         current = db.migration_get(ctxt, migration_id)
-        if current['status'] in states.COMPLETE_REQUESTED - {
-                states.COMPLETING}:
+        if not rules.check_can_switch(current):
             return present(current)
         dst = self.volume_api.attachment_get(ctxt,
                                              current['dst_attachment_id'])

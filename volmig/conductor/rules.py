@@ -218,6 +218,22 @@ def check_can_cancel(migration: dict) -> bool:
     return True
 
 
+def check_can_switch(migration: dict) -> bool:
+    """True when an agent's switch must be recorded; False when it was.
+
+    A switch reported after the migration failed (the stall timeout) is
+    refused: its recovery says where the guest is.
+    """
+    if migration['status'] in states.COMPLETE_REQUESTED - {
+            states.COMPLETING}:
+        return False
+    if migration['status'] != states.COMPLETING:
+        raise exception.InvalidMigrationState(
+            action='record the switch', migration_id=migration['id'],
+            status=migration['status'])
+    return True
+
+
 def check_can_complete(migration: dict, dst_attachment_id: str) -> bool:
     """True when a complete must be sent; False when it was already.
 
