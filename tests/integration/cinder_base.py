@@ -13,7 +13,6 @@ attached to that member's servers through volmig's API. ``bob`` of
 admin who migrates.
 """
 
-import os
 
 import testtools
 
@@ -155,36 +154,6 @@ class CinderTestCase(base.DeployedOnceTestCase,
                 'success', 'error') and v['status'] != 'retyping' else None)(
                     self.cinder.volume(volume_id)), timeout=300,
             what='Cinder to migrate volume %s' % volume_id)
-
-    @staticmethod
-    def open_by(pid: int):
-        """What a process has open now: (device, inode) of each file, and
-        the names of those deleted since it opened them. QEMU opens the
-        volumes through the share's mount point, so files are compared by
-        inode, not by name."""
-        fds = '/proc/%d/fd' % pid
-        inodes, deleted = set(), []
-        for fd in os.listdir(fds):
-            try:
-                target = os.readlink(os.path.join(fds, fd))
-                found = os.stat(os.path.join(fds, fd))
-            except FileNotFoundError:
-                continue
-            inodes.add((found.st_dev, found.st_ino))
-            # The boot kernel and initramfs are memory files, never on
-            # disk: "deleted" from their start.
-            if target.endswith(' (deleted)') and not target.startswith(
-                    '/memfd:'):
-                deleted.append(target)
-        return inodes, deleted
-
-    def open_files(self, server):
-        with open(os.path.join(self.guest_dir(server), 'qemu.pid')) as pid:
-            return self.open_by(int(pid.read()))
-
-    def holds(self, server, path) -> bool:
-        found = os.stat(path)
-        return (found.st_dev, found.st_ino) in self.open_files(server)[0]
 
     def shared_volume(self, content=b'', volume_type='nfs-a-multi'):
         """A multiattach volume beginning with ``content``."""

@@ -1,15 +1,17 @@
 """volmig-compute that SIGKILLs itself, its guest's QEMU, or libvirtd,
 as its journal records a step.
 
-    python -m tests.integration.crash_at [--qemu|--libvirtd] ACTION:STEP
-        [...]
+    python -m tests.integration.crash_at \
+        [--qemu|--libvirtd|--conductor=PIDFILE] ACTION:STEP [...]
 
 The agent dies with the step's intent on disk and the step not taken,
 which is also the moment right after the step before it; recovery tests
 then start the real agent again. With ``--qemu`` the guest's QEMU dies
 instead, and the agent carries on into a step that fails; with
 ``--libvirtd`` libvirtd dies, and the agent carries on into a step that
-finds no daemon until the test starts it again.
+finds no daemon until the test starts it again. With ``--conductor``
+the conductor dies, its pid read from PIDFILE, and the agent carries on
+into reports that nobody answers until the test starts it again.
 """
 
 import os
@@ -41,9 +43,9 @@ def _alive(pid: int) -> bool:
 
 
 def main() -> None:
-    victim = 'agent'
-    if sys.argv[1] in ('--qemu', '--libvirtd'):
-        victim = sys.argv.pop(1)[2:]
+    victim, _, pid_file = 'agent', '', ''
+    if sys.argv[1].startswith(('--qemu', '--libvirtd', '--conductor')):
+        victim, _, pid_file = sys.argv.pop(1)[2:].partition('=')
     wanted = sys.argv.pop(1)
     # Imported only now: volmig.cmd reads the backend from sys.argv.
     from volmig.cmd import compute
@@ -65,6 +67,10 @@ def main() -> None:
             return entry
         if victim == 'libvirtd':
             libvirt_daemon.kill()
+            return entry
+        if victim == 'conductor':
+            with open(pid_file) as pids:
+                os.kill(int(pids.read()), signal.SIGKILL)
             return entry
         os.kill(os.getpid(), signal.SIGKILL)
         return entry

@@ -177,6 +177,36 @@ class RealGuestTestCase(base.ProcessTestCase):
         host = self.conductor.instance_get(self.admin, server_id)['host']
         return os.path.join(self.state_path, host, 'guests', server_id)
 
+    @staticmethod
+    def open_by(pid: int):
+        """What a process has open now: (device, inode) of each file, and
+        the names of those deleted since it opened them. QEMU opens the
+        volumes through the share's mount point, so files are compared by
+        inode, not by name."""
+        fds = '/proc/%d/fd' % pid
+        inodes, deleted = set(), []
+        for fd in os.listdir(fds):
+            try:
+                target = os.readlink(os.path.join(fds, fd))
+                found = os.stat(os.path.join(fds, fd))
+            except FileNotFoundError:
+                continue
+            inodes.add((found.st_dev, found.st_ino))
+            # The boot kernel and initramfs are memory files, never on
+            # disk: "deleted" from their start.
+            if target.endswith(' (deleted)') and not target.startswith(
+                    '/memfd:'):
+                deleted.append(target)
+        return inodes, deleted
+
+    def open_files(self, server):
+        with open(os.path.join(self.guest_dir(server), 'qemu.pid')) as pid:
+            return self.open_by(int(pid.read()))
+
+    def holds(self, server, path) -> bool:
+        found = os.stat(path)
+        return (found.st_dev, found.st_ino) in self.open_files(server)[0]
+
     def console(self, server_id):
         reader = guest_writes.ConsoleReader(
             os.path.join(self.guest_dir(server_id), 'console.sock'))

@@ -4,6 +4,9 @@ in a real database, reached in-process instead of over RPC."""
 
 import time
 
+import fixtures
+import oslo_messaging as messaging
+
 from tests.unit import in_process
 from tests.unit import test_migration_conductor
 from volmig import exception
@@ -98,6 +101,35 @@ class MigrationRunnerTest(test_migration_conductor.ConductorTestBase):
         self.assertEqual(dst['id'], db.bdm_get_by_volume(
             self.ctxt, self.instance['uuid'],
             self.bdm['volume_id'])['attachment_id'])
+
+    def test_a_conductor_away_hears_the_switch_and_the_end_later(self):
+        """Its answers are lost twice per report, as while it restarts:
+        the agent tells it again, and the commit goes on meanwhile."""
+        self.useFixture(fixtures.MonkeyPatch('volmig.rpc.ASK_AGAIN_FIRST',
+                                             0.01))
+        told = []
+        for name in ('migration_switched', 'migration_job_ended'):
+            served = getattr(self.runner.conductor, name)
+
+            def away_twice(ctxt, migration_id, *args, served=served,
+                           name=name):
+                told.append(name)
+                if told.count(name) <= 2:
+                    raise messaging.MessagingTimeout('no answer')
+                return served(ctxt, migration_id, *args)
+            setattr(self.runner.conductor, name, away_twice)
+        migration = self.start()
+        dst = self.dst()
+        accepted = self.conductor.accept_complete(self.ctxt, self.src['id'],
+                                                  dst['id'])
+        self.runner.complete(self.ctxt, accepted['migration'],
+                             accepted['bdm'],
+                             accepted['dst_connection_info'])
+        self.wait_for(migration['id'], states.COMPLETED)
+        self.assertEqual(3, told.count('migration_switched'))
+        self.assertEqual(3, told.count('migration_job_ended'))
+        self.assertEqual((dst['id'], False),
+                         (self.disk().attachment_id, self.disk().on_overlay))
 
     def test_a_stale_cast_changes_nothing(self):
         migration = self.start()

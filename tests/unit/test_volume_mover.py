@@ -15,6 +15,7 @@ from tests.unit import test_migration_conductor
 from volmig import context as volmig_context
 from volmig import exception
 from volmig import states
+from volmig.cmd import manage
 from volmig.conf import CONF
 from volmig.db import api as db
 from volmig.volume_service import manager as storage_manager
@@ -181,14 +182,17 @@ class MoverTest(test_migration_conductor.ConductorTestBase):
     def test_a_failed_move_whose_guest_is_on_dst_is_settled_on_dst(self):
         migration = self.failed_at_the_switch(switches=True)
         self.mover.resumed = True
+        # Not recovered yet: nobody knows where the guest is.
         self.mover.settle_failed()
-        self.assertEqual('error', self.volume()['migration_status'])
+        self.assertIn('error, unsettled (dst ',
+                      manage.migration_of(self.volume()))
         self.conductor.recovered(self.ctxt, migration['id'], 'dst')
         self.mover.settle_failed()
         moved = self.volume()
         self.assertEqual(('success', 'pool-b', None),
                          (moved['migration_status'], moved['pool'],
                           moved['migration_src_path']))
+        self.assertEqual('success', manage.migration_of(moved))
         with open(moved['path'], 'rb') as dst:
             self.assertEqual(self.data, dst.read())
         self.assertEqual([], self.pool_files('pool-a'))

@@ -67,18 +67,22 @@ def _image_delete() -> None:
     print('image %s deleted' % CONF.category.image)
 
 
+def migration_of(vol: dict) -> str:
+    """A volume's migration as ``volume list`` shows it."""
+    if vol.get('migration_status') == 'error' and vol.get('migration_dst'):
+        # Both volumes kept, a guest perhaps on dst: shown until its
+        # guests' migrations settle it (volume_service.recovery).
+        return 'error, unsettled (dst %s kept): %s' % (
+            vol['migration_dst'], vol['migration_error'])
+    return vol.get('migration_status') or ''
+
+
 def _volume_list() -> None:
     volumes = storage_rpcapi.StorageAPI()
     for vol in volumes.list_volumes(volmig_context.get_admin_context()):
-        migration = vol.get('migration_status') or ''
-        if migration == 'error' and vol.get('migration_dst'):
-            # Kept both volumes: a guest may be on dst. Shown until the
-            # guests' migrations settle it.
-            migration = 'error, unsettled (dst %s kept): %s' % (
-                vol['migration_dst'], vol['migration_error'])
         print('%s  %-7s %6d MiB  %-9s %s' % (
             vol['id'], vol['pool'], vol['size_mb'], vol['status'],
-            migration))
+            migration_of(vol)))
 
 
 def _volume_migrate() -> int:

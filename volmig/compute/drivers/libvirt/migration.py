@@ -235,6 +235,9 @@ class LiveMigration:
 
     def _switch_live(self, guest, found, disk, migration,
                      dst_path: str) -> dict:
+        # A copy that a switch cut short (libvirtd went away under it) is
+        # made again from the start, onto a new top: it holds the last.
+        _abort_copy(found, disk)
         top = 'overlay' if disk.get('overlay') else 'front'
         if disk.get(top):
             target = self.new_top(guest, dst_path, _switch_target(
@@ -247,9 +250,6 @@ class LiveMigration:
             target, flags = None, libvirt.VIR_DOMAIN_BLOCK_COPY_REUSE_EXT
             xml = domain.copy_xml(dst_path, 'raw')
         action = 'switch volume %s to %s' % (disk['volume_id'], dst_path)
-        # A copy that a switch cut short (libvirtd went away under it) is
-        # done again from the start: the overlay's data may have moved on.
-        _abort_copy(found, disk)
         # One switch onto dst at a time: libvirt gives dst to the QEMU
         # user of the guest it switches (dynamic ownership), and while it
         # switched a second guest of a shared read-only volume, the first's
