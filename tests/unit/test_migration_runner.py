@@ -87,7 +87,9 @@ class MigrationRunnerTest(test_migration_conductor.ConductorTestBase):
         self.assertFalse(self.disk().on_overlay)
         self.assertEqual(self.src['id'], self.disk().attachment_id)
 
-    def test_complete_switches_the_guest_and_the_mapping_to_dst(self):
+    def completed(self) -> dict:
+        """Start, then complete onto a new volume; returns its
+        attachment once the migration is completed."""
         migration = self.start()
         dst = self.dst()
         accepted = self.conductor.accept_complete(self.ctxt, self.src['id'],
@@ -96,6 +98,10 @@ class MigrationRunnerTest(test_migration_conductor.ConductorTestBase):
                              accepted['bdm'],
                              accepted['dst_connection_info'])
         self.wait_for(migration['id'], states.COMPLETED)
+        return dst
+
+    def test_complete_switches_the_guest_and_the_mapping_to_dst(self):
+        dst = self.completed()
         self.assertEqual((dst['id'], False),
                          (self.disk().attachment_id, self.disk().on_overlay))
         self.assertEqual(dst['id'], db.bdm_get_by_volume(
@@ -118,14 +124,7 @@ class MigrationRunnerTest(test_migration_conductor.ConductorTestBase):
                     raise messaging.MessagingTimeout('no answer')
                 return served(ctxt, migration_id, *args)
             setattr(self.runner.conductor, name, away_twice)
-        migration = self.start()
-        dst = self.dst()
-        accepted = self.conductor.accept_complete(self.ctxt, self.src['id'],
-                                                  dst['id'])
-        self.runner.complete(self.ctxt, accepted['migration'],
-                             accepted['bdm'],
-                             accepted['dst_connection_info'])
-        self.wait_for(migration['id'], states.COMPLETED)
+        dst = self.completed()
         self.assertEqual(3, told.count('migration_switched'))
         self.assertEqual(3, told.count('migration_job_ended'))
         self.assertEqual((dst['id'], False),

@@ -207,15 +207,23 @@ def check_can_swap(old_volume: dict, new_volume: dict,
                        old_volume['id'], old_volume['size_mb']))
 
 
-def check_can_cancel(migration: dict) -> bool:
-    """True when a cancel must be sent; False when already cancelling."""
-    if migration['status'] in (states.CANCELLING, states.CANCELLED):
+def _must_take(migration: dict, action: str, status: str,
+               taken: Iterable[str]) -> bool:
+    """True when ``action`` must be taken; False when it was (the
+    migration is in ``taken``); refused in any status but ``status``."""
+    if migration['status'] in taken:
         return False
-    if migration['status'] != states.STARTED:
+    if migration['status'] != status:
         raise exception.InvalidMigrationState(
-            action='cancel', migration_id=migration['id'],
+            action=action, migration_id=migration['id'],
             status=migration['status'])
     return True
+
+
+def check_can_cancel(migration: dict) -> bool:
+    """True when a cancel must be sent; False when already cancelling."""
+    return _must_take(migration, 'cancel', states.STARTED,
+                      (states.CANCELLING, states.CANCELLED))
 
 
 def check_can_switch(migration: dict) -> bool:
@@ -224,14 +232,8 @@ def check_can_switch(migration: dict) -> bool:
     A switch reported after the migration failed (the stall timeout) is
     refused: its recovery says where the guest is.
     """
-    if migration['status'] in states.COMPLETE_REQUESTED - {
-            states.COMPLETING}:
-        return False
-    if migration['status'] != states.COMPLETING:
-        raise exception.InvalidMigrationState(
-            action='record the switch', migration_id=migration['id'],
-            status=migration['status'])
-    return True
+    return _must_take(migration, 'record the switch', states.COMPLETING,
+                      states.COMPLETE_REQUESTED - {states.COMPLETING})
 
 
 def check_can_complete(migration: dict, dst_attachment_id: str) -> bool:
