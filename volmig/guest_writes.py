@@ -177,15 +177,19 @@ class ConsoleReader(threading.Thread):
             return [at for at, line in self.lines
                     if acknowledged(line, serial)]
 
-    def longest_gap(self, serial: str, began: float,
-                    ended: float) -> float:
-        """The longest wait between acknowledgements that touches
-        [began, ended], in ms: the pause as the guest lived it."""
+    def gaps(self, serial: str, began: float, ended: float) -> list[float]:
+        """The waits between acknowledgements that touch [began, ended],
+        in ms: the guest's write latency as it lived it."""
         times = self.ack_times(serial)
-        gaps = [after - before
+        return [(after - before) * 1000
                 for before, after in zip(times, times[1:], strict=False)
                 if after >= began and before <= ended]
-        return max(gaps, default=0.0) * 1000
+
+    def longest_gap(self, serial: str, began: float,
+                    ended: float) -> float:
+        """The longest wait that touches [began, ended], in ms: the pause
+        as the guest lived it."""
+        return max(self.gaps(serial, began, ended), default=0.0)
 
     def median_gap(self, serial: str) -> float:
         times = self.ack_times(serial)
@@ -205,3 +209,13 @@ class ConsoleReader(threading.Thread):
         self.join(timeout=5)
         if self._file is not None:
             self._file.close()
+
+
+def spread(gaps: list[float]) -> tuple[float, float, float]:
+    """p50, p99 and the longest of ``gaps``; NaN for none."""
+    if not gaps:
+        return (float('nan'),) * 3
+    ordered = sorted(gaps)
+    return (ordered[len(ordered) // 2],
+            ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
+            ordered[-1])

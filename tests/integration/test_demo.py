@@ -29,6 +29,11 @@ class DemoTest(base.BaseTestCase):
         self.assertEqual(0, result.returncode, output)
         self.assertIn('every acknowledged block is on pool-b: YES', output)
         self.assertIn('copy verified by volmig-volume: sha256', output)
+        # The guest's gaps, window by window.
+        for window in ('before the migration', 'around the start',
+                       'during the copy', 'around the switch'):
+            self.assertRegex(output, r'\n  %s +[0-9.]+ / +[0-9.]+\n'
+                             % window)
         # Nothing for a new user to worry about: no warning, no traceback.
         self.assertNotIn('WARNING', output)
         self.assertNotIn('Traceback', output)

@@ -1,0 +1,245 @@
+"""What a real guest feels of a migration, window by window, beside the
+legacy mirror swap, and where a stall comes from.
+
+    python -m benchmarks.guest_stalls [--driver qemu libvirt] [--runs 5]
+        [--size-mb 512]
+
+For each driver: separate volmig-conductor, volmig-api, volmig-volume and
+volmig-compute processes on a RabbitMQ vhost of their own, and one
+volmig-guest whose writer acknowledges each 4 KiB block (O_DIRECT +
+fsync) on its serial console, as fast as it can, on a data volume that
+holds ``--size-mb`` of random data for the copy to move. The gaps
+between acknowledgements are the guest's write latency as it lives it.
+Each run measures, on the same guest, disk and load:
+
+``outside``
+    no migration: the guest's own pace;
+``overlay alone``
+    the guest's writes on a migration's overlay, nothing copied (a
+    ``start``, then a ``cancel``);
+``copy alone``
+    volmig-volume's verified copy of the volume's file (read, hashed,
+    written, read back), the guest on its volume, no overlay;
+``start``, ``copy``, ``complete``
+    the windows of a whole migration by volmig-volume: its start call;
+    the copy and its check; the complete up to the commit's end;
+``mirror``
+    the legacy swap of the same volume (a full block mirror, then a
+    pivot), back to the first pool.
+
+Each window gives the gaps' p50, p99 and maximum; the last lines give
+the median of each over the runs.
+"""
+
+# The backend must be chosen before oslo.messaging is imported.
+from volmig import concurrency  # noqa: I001
+
+concurrency.init_threading()
+
+import argparse  # noqa: E402
+import os  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402  # nosec B404
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import fixtures  # noqa: E402
+
+from benchmarks import guest_pauses  # noqa: E402
+from benchmarks import polling  # noqa: E402
+from tests import libvirt_daemon  # noqa: E402
+from tests import real_guest  # noqa: E402
+from tests.integration import cluster  # noqa: E402
+from volmig import block_storage  # noqa: E402
+from volmig import client  # noqa: E402
+from volmig import context as volmig_context  # noqa: E402
+from volmig import embedded  # noqa: E402
+from volmig import guest_writes  # noqa: E402
+from volmig import states  # noqa: E402
+from volmig.compute.drivers import guests  # noqa: E402
+from volmig.conductor import rpcapi as conductor_rpcapi  # noqa: E402
+from volmig.conf import CONF  # noqa: E402
+from volmig.volume_service import copy as copy_mod  # noqa: E402
+
+WINDOWS = ('outside', 'overlay alone', 'copy alone', 'start', 'copy',
+           'complete', 'mirror')
+# Seconds of each window that is not a step's own time.
+SPELL = 5.0
+
+
+class Run:
+    """One guest on one driver, measured window by window."""
+
+    def __init__(self, driver: str, size_mb: int, pools: dict):
+        self.driver = driver
+        self.pools = pools
+        self.admin = volmig_context.get_admin_context()
+        self.service = volmig_context.get_service_context()
+        self.conductor = conductor_rpcapi.ConductorAPI()
+        self.volumes = block_storage.get_adapter()
+        self.client = client.MigrationClient()
+        self.vol = self.volumes.create_volume(self.admin, size_mb,
+                                              pool='pool-a')
+        real_guest.fill(self.vol['path'], size_mb)
+        if driver == 'libvirt':
+            embedded.let_through(CONF.state_path)
+        self.server, self.console, _ = guest_pauses._boot(
+            self.conductor, self.admin, self.vol['id'])
+        self.serial = guests.serial(self.vol['id'])
+        self.windows: dict[str, list[tuple[float, float]]] = {
+            name: [] for name in WINDOWS}
+
+    def window(self, name: str, step) -> None:
+        began = time.monotonic()
+        step()
+        self.windows[name].append((began, time.monotonic()))
+
+    def attachment(self) -> str:
+        [bdm] = [bdm for bdm in self.conductor.instance_get(
+            self.admin, self.server['uuid'])['block_devices']
+            if bdm['volume_id'] == self.vol['id']]
+        return bdm['attachment_id']
+
+    def overlay_alone(self) -> None:
+        attachment = self.attachment()
+        migration = self.client.start(self.service, attachment)
+        time.sleep(SPELL)
+        self.client.cancel(self.service, attachment)
+        self.client.wait_for(self.service, migration['id'],
+                             states.CANCELLED)
+
+    def copy_alone(self) -> None:
+        scratch = os.path.join(self.pools['pool-b'], 'scratch')
+        chunk = CONF.storage.copy_chunk_kb * 1024
+        with open(scratch, 'wb') as handle:
+            handle.truncate(os.path.getsize(self.path()))
+        try:
+            copy_mod.copy(self.path(), scratch, chunk)
+            copy_mod.sha256_from_disk(scratch, chunk)
+        finally:
+            os.unlink(scratch)
+
+    def path(self) -> str:
+        return self.volumes.get_volume(self.admin, self.vol['id'])['path']
+
+    def migration(self, pool: str) -> None:
+        began = time.monotonic()
+        self.volumes.migrate_volume(self.admin, self.vol['id'], pool, 0)
+        started = time.monotonic()
+        copied = polling.until(
+            lambda: self.volumes.get_volume(self.admin, self.vol['id']),
+            lambda v: v.get('migration_checksum')
+            or v['migration_status'] == 'error', 'the copy',
+            interval=0.01)
+        checked = time.monotonic()
+        if copied['migration_status'] == 'error':
+            raise SystemExit('migration failed: %s'
+                             % copied['migration_error'])
+        self.client.wait_for(self.service, copied['migration_ids'][0],
+                             states.COMPLETED)
+        ended = time.monotonic()
+        self.windows['start'].append((began, started))
+        self.windows['copy'].append((started, checked))
+        self.windows['complete'].append((checked, ended))
+
+    def mirror(self, pool: str) -> None:
+        new = self.volumes.create_volume(self.admin, self.vol['size_mb'],
+                                         pool=pool)
+        old = self.vol
+        began = time.monotonic()
+        self.conductor.swap_volume(self.admin, self.server['uuid'],
+                                   old['id'], new['id'])
+        polling.until(
+            lambda: self.conductor.instance_get(self.admin,
+                                                self.server['uuid']),
+            lambda s: s['task_state'] is None and new['id'] in {
+                bdm['volume_id'] for bdm in s['block_devices']},
+            'the swap', interval=0.01)
+        self.windows['mirror'].append((began, time.monotonic()))
+        self.vol = new
+        self.volumes.delete_volume(self.admin, old['id'])
+
+    def one(self) -> None:
+        self.window('outside', lambda: time.sleep(SPELL))
+        self.window('overlay alone', self.overlay_alone)
+        self.window('copy alone', self.copy_alone)
+        time.sleep(1)
+        self.migration('pool-b')
+        time.sleep(1)
+        self.mirror('pool-a')
+        time.sleep(1)
+
+    def report(self) -> dict[str, list[tuple[float, float, float]]]:
+        """Each window's (p50, p99, max) per run; checks the data."""
+        self.conductor.stop_instance(self.admin, self.server['uuid'])
+        polling.until(lambda: self.conductor.instance_get(
+            self.admin, self.server['uuid']),
+            lambda s: s['vm_state'] == states.VM_STOPPED,
+            'the guest to stop')
+        self.console.close()
+        # The guest's writer names its disk by the serial it booted with.
+        acks = guest_writes.acknowledged(self.console.text(), self.serial)
+        wrong = guest_writes.mismatches(self.path(), acks)
+        if wrong or not acks:
+            raise SystemExit('acknowledged blocks missing: %s' % wrong[:3])
+        return {name: [guest_writes.spread(self.console.gaps(
+            self.serial, began, ended)) for began, ended in spells]
+                for name, spells in self.windows.items()}
+
+
+def run(driver: str, runs: int, size_mb: int, pools: dict) -> None:
+    real_guest.register(CONF.qemu.image_dir, interval=0)
+    measured = Run(driver, size_mb, pools)
+    time.sleep(3)
+    for _ in range(runs):
+        measured.one()
+    results = measured.report()
+    print()
+    print('%s driver, %d MiB of data, %d run(s); gaps between the '
+          "guest's acknowledged 4 KiB O_DIRECT+fsync writes, ms:"
+          % (driver, size_mb, runs))
+    print('  %-14s %s' % ('window', '  '.join(
+        'run %d p50/p99/max' % n for n in range(1, runs + 1))))
+    for name in WINDOWS:
+        print('  %-14s %s' % (name, '  '.join(
+            '%5.1f/%5.1f/%6.1f' % spell for spell in results[name])))
+    print('  median over the runs (p50 / p99 / max):')
+    for name in WINDOWS:
+        columns = list(zip(*results[name], strict=True))
+        print('  %-14s %6.1f %6.1f %7.1f' % (
+            name, *(statistics.median(column) for column in columns)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--driver', nargs='+', default=['qemu', 'libvirt'],
+                        choices=('qemu', 'libvirt'))
+    parser.add_argument('--runs', type=int, default=5)
+    parser.add_argument('--size-mb', type=int, default=512,
+                        help="The guest's data volume, all of it data.")
+    args = parser.parse_args()
+    if len(args.driver) > 1:
+        # One process per driver: a process parses its configuration once.
+        for driver in args.driver:
+            subprocess.run([sys.executable, '-m', 'benchmarks.guest_stalls',
+                            '--driver', driver, '--runs', str(args.runs),
+                            '--size-mb', str(args.size_mb)], check=True)
+        return
+    [driver] = args.driver
+    with fixtures.Fixture() as daemons:
+        if driver == 'libvirt':
+            reason = libvirt_daemon.unavailable()
+            if reason:
+                raise SystemExit('libvirt: %s' % reason)
+            daemons.useFixture(libvirt_daemon.Libvirtd())
+        with cluster.qemu_cluster({
+                ('compute', 'driver'): driver,
+                ('qemu', 'export_disks'): False,
+                ('compute', 'shutdown_timeout'): 60,
+                ('storage', 'max_bandwidth_mbps'): 0,
+                ('DEFAULT', 'report_interval'): 2}) as (_, pools):
+            run(driver, args.runs, args.size_mb, pools)
+
+
+if __name__ == '__main__':
+    main()
