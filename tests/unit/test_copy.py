@@ -1,7 +1,9 @@
 """The verified copy on real files: holes, zeros, O_DIRECT, the kernel's
 copy, and a flipped byte found from the disk."""
 
+import ctypes
 import hashlib
+import mmap
 import os
 import subprocess  # nosec B404
 import threading
@@ -20,6 +22,51 @@ WRITES = [(0, b'boot' * 1024), (3 * MIB, os.urandom(2 * MIB)),
           (16 * MIB - 4096, b'end!' * 1024)]
 
 load_tests = testscenarios.load_tests_apply_scenarios
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                       ctypes.c_int, ctypes.c_int, ctypes.c_long)
+_libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
+_libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+
+
+def opened_direct(path: str) -> set[bool]:
+    """For each descriptor of this process open on ``path``, whether it
+    was opened with O_DIRECT (its flags in /proc/self/fdinfo)."""
+    found = set()
+    for fd in os.listdir('/proc/self/fd'):
+        try:
+            if os.readlink('/proc/self/fd/' + fd) != path:
+                continue
+            with open('/proc/self/fdinfo/' + fd) as info:
+                [flags] = [int(line.split()[1], 8) for line in info
+                           if line.startswith('flags:')]
+        except (FileNotFoundError, ValueError):
+            continue
+        found.add(bool(flags & os.O_DIRECT))
+    return found
+
+
+def cached_bytes(path: str) -> int:
+    """How much of ``path`` is in the page cache now (mincore(2) on a
+    read-only map of it)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        address = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED,
+                             fd, 0)
+        if address in (None, ctypes.c_void_p(-1).value):
+            raise OSError(ctypes.get_errno(), 'mmap')
+        try:
+            pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+            vector = (ctypes.c_ubyte * pages)()
+            if _libc.mincore(ctypes.c_void_p(address), size, vector) != 0:
+                raise OSError(ctypes.get_errno(), 'mincore')
+        finally:
+            _libc.munmap(ctypes.c_void_p(address), size)
+    finally:
+        os.close(fd)
+    return sum(byte & 1 for byte in vector) * mmap.PAGESIZE
 
 
 class VerifiedCopyTest(base.BaseTestCase):
@@ -69,6 +116,24 @@ class VerifiedCopyTest(base.BaseTestCase):
         self.assertEqual({'idle'}, seen)
         self.assertEqual(before, io_class())
         self.assertNotEqual('idle', before)
+
+    def test_dst_is_written_direct_or_paced(self):
+        """Without offload, dst is open O_DIRECT only; with the kernel's
+        copy, at most two chunks of dst are in the page cache at each
+        step: written back and dropped as the copy goes, so no guest's
+        write on this disk waits behind a volume's dirty pages."""
+        seen = []
+
+        def look(done, total):
+            seen.append(cached_bytes(self.dst) if self.offload
+                        else opened_direct(self.dst))
+        copy.copy(self.src, self.dst, MIB, offload=self.offload,
+                  progress=look)
+        self.assertTrue(seen)
+        if self.offload:
+            self.assertLessEqual(max(seen), 2 * MIB, seen)
+        else:
+            self.assertEqual([{True}] * len(seen), seen)
 
     def test_holes_stay_holes(self):
         copy.copy(self.src, self.dst, MIB, offload=self.offload)
