@@ -155,6 +155,40 @@ class MoverTest(test_migration_conductor.ConductorTestBase):
         [record] = db.migration_get_all(self.ctxt)
         self.assertEqual(states.COMPLETED, record['status'])
 
+    def test_a_start_whose_answer_is_lost_is_cancelled_not_assumed(self):
+        """volmig-api served the start, and its answer was lost; then the
+        list the roll-back asks for is lost twice. The mover asks again
+        and cancels what started, through the conductor."""
+        self.useFixture(fixtures.MonkeyPatch('volmig.rpc.ASK_AGAIN_FIRST',
+                                             0.01))
+        api = self.deployment.api
+        start, listing = api.migration_start, api.migration_list
+        lost = []
+
+        def start_then_lost(ctxt, **kwargs):
+            start(ctxt, **kwargs)
+            raise messaging.MessagingTimeout('no answer')
+
+        def list_lost_twice(ctxt, **kwargs):
+            if len(lost) < 2:
+                lost.append(kwargs)
+                raise messaging.MessagingTimeout('no answer')
+            return listing(ctxt, **kwargs)
+        api.migration_start = start_then_lost
+        api.migration_list = list_lost_twice
+
+        self.assertRaises(messaging.MessagingTimeout, self.mover.begin,
+                          self.service, self.bdm['volume_id'], 'pool-b')
+        volume = self.wait_for('error')
+        self.assertEqual(2, len(lost))
+        [record] = db.migration_get_all(self.ctxt)
+        self.assertEqual(states.CANCELLED, record['status'])
+        self.assertEqual(('pool-a', None),
+                         (volume['pool'], volume['migration_dst']))
+        self.assertEqual([], self.pool_files('pool-b'))
+        self.assertFalse(self.driver.guest_disk(
+            self.instance['uuid'], volume['id']).on_overlay)
+
     def failed_at_the_switch(self, switches: bool) -> dict:
         """A move whose migration fails as its guest switches (or not)
         (the conductor's stall timeout, its agent away): both volumes are
