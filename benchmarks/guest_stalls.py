@@ -2,7 +2,7 @@
 legacy mirror swap, and where a stall comes from.
 
     python -m benchmarks.guest_stalls [--driver qemu libvirt] [--runs 5]
-        [--size-mb 512]
+        [--size-mb 512] [--copy-io-kb N]
 
 For each driver: separate volmig-conductor, volmig-api, volmig-volume and
 volmig-compute processes on a RabbitMQ vhost of their own, and one
@@ -110,12 +110,12 @@ class Run:
 
     def copy_alone(self) -> None:
         scratch = os.path.join(self.pools['pool-b'], 'scratch')
-        chunk = CONF.storage.copy_chunk_kb * 1024
+        chunk, io = copy_mod.conf_sizes(CONF)
         with open(scratch, 'wb') as handle:
             handle.truncate(os.path.getsize(self.path()))
         try:
-            copy_mod.copy(self.path(), scratch, chunk)
-            copy_mod.sha256_from_disk(scratch, chunk)
+            copy_mod.copy(self.path(), scratch, chunk, io_size=io)
+            copy_mod.sha256_from_disk(scratch, chunk, io)
         finally:
             os.unlink(scratch)
 
@@ -195,9 +195,9 @@ def run(driver: str, runs: int, size_mb: int, pools: dict) -> None:
         measured.one()
     results = measured.report()
     print()
-    print('%s driver, %d MiB of data, %d run(s); gaps between the '
-          "guest's acknowledged 4 KiB O_DIRECT+fsync writes, ms:"
-          % (driver, size_mb, runs))
+    print('%s driver, %d MiB of data, [storage] copy_io_kb %d, %d run(s); '
+          "gaps between the guest's acknowledged 4 KiB O_DIRECT+fsync "
+          'writes, ms:' % (driver, size_mb, CONF.storage.copy_io_kb, runs))
     print('  %-14s %s' % ('window', '  '.join(
         'run %d p50/p99/max' % n for n in range(1, runs + 1))))
     for name in WINDOWS:
@@ -217,13 +217,18 @@ def main() -> None:
     parser.add_argument('--runs', type=int, default=5)
     parser.add_argument('--size-mb', type=int, default=512,
                         help="The guest's data volume, all of it data.")
+    parser.add_argument('--copy-io-kb', type=int, default=0,
+                        help='[storage] copy_io_kb of the copies: the '
+                        'largest single I/O, 0 for the chunk.')
     args = parser.parse_args()
     if len(args.driver) > 1:
         # One process per driver: a process parses its configuration once.
         for driver in args.driver:
             subprocess.run([sys.executable, '-m', 'benchmarks.guest_stalls',
                             '--driver', driver, '--runs', str(args.runs),
-                            '--size-mb', str(args.size_mb)], check=True)
+                            '--size-mb', str(args.size_mb),
+                            '--copy-io-kb', str(args.copy_io_kb)],
+                           check=True)
         return
     [driver] = args.driver
     with fixtures.Fixture() as daemons:
@@ -237,7 +242,10 @@ def main() -> None:
                 ('qemu', 'export_disks'): False,
                 ('compute', 'shutdown_timeout'): 60,
                 ('storage', 'max_bandwidth_mbps'): 0,
+                ('storage', 'copy_io_kb'): args.copy_io_kb,
                 ('DEFAULT', 'report_interval'): 2}) as (_, pools):
+            # This process's copy alone too.
+            CONF.set_override('copy_io_kb', args.copy_io_kb, 'storage')
             run(driver, args.runs, args.size_mb, pools)
 
 

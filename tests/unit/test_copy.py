@@ -71,8 +71,13 @@ def cached_bytes(path: str) -> int:
 
 class VerifiedCopyTest(base.BaseTestCase):
 
-    scenarios = [('o_direct', {'offload': False}),
-                 ('kernel', {'offload': True})]
+    # io_size: the largest single I/O ([storage] copy_io_kb); 0, the
+    # chunk's.
+    scenarios = [('o_direct', {'offload': False, 'io_size': 0}),
+                 ('kernel', {'offload': True, 'io_size': 0}),
+                 ('o_direct_small_io', {'offload': False,
+                                        'io_size': 64 * 1024}),
+                 ('kernel_small_io', {'offload': True, 'io_size': 64 * 1024})]
 
     def setUp(self):
         super().setUp()
@@ -95,11 +100,13 @@ class VerifiedCopyTest(base.BaseTestCase):
         seen = []
         digest = copy.copy(self.src, self.dst, MIB,
                            progress=lambda done, total: seen.append(done),
-                           offload=self.offload)
+                           offload=self.offload,
+                           io_size=self.io_size)
         content = self.read(self.src)
         self.assertEqual(content, self.read(self.dst))
         self.assertEqual(hashlib.sha256(content).hexdigest(), digest)
-        self.assertEqual(digest, copy.sha256_from_disk(self.dst, MIB))
+        self.assertEqual(digest, copy.sha256_from_disk(self.dst, MIB,
+                                                       self.io_size))
         self.assertEqual(16 * MIB, seen[-1])
         self.assertEqual(sorted(seen), seen)
 
@@ -112,7 +119,8 @@ class VerifiedCopyTest(base.BaseTestCase):
         before = io_class()
         seen = set()
         copy.copy(self.src, self.dst, MIB, offload=self.offload,
-                  progress=lambda done, total: seen.add(io_class()))
+                  progress=lambda done, total: seen.add(io_class()),
+                  io_size=self.io_size)
         self.assertEqual({'idle'}, seen)
         self.assertEqual(before, io_class())
         self.assertNotEqual('idle', before)
@@ -128,15 +136,17 @@ class VerifiedCopyTest(base.BaseTestCase):
             seen.append(cached_bytes(self.dst) if self.offload
                         else opened_direct(self.dst))
         copy.copy(self.src, self.dst, MIB, offload=self.offload,
-                  progress=look)
+                  progress=look, io_size=self.io_size)
         self.assertTrue(seen)
         if self.offload:
-            self.assertLessEqual(max(seen), 2 * MIB, seen)
+            # Two of its single I/Os at most.
+            self.assertLessEqual(max(seen), 2 * (self.io_size or MIB), seen)
         else:
             self.assertEqual([{True}] * len(seen), seen)
 
     def test_holes_stay_holes(self):
-        copy.copy(self.src, self.dst, MIB, offload=self.offload)
+        copy.copy(self.src, self.dst, MIB, offload=self.offload,
+                  io_size=self.io_size)
         allocated = os.stat(self.dst).st_blocks * 512
         # The data runs are about 3.1 MiB; src's 11 MiB of holes (and,
         # without offload, its MiB of zeros) are not written.
@@ -147,7 +157,8 @@ class VerifiedCopyTest(base.BaseTestCase):
                                                    os.SEEK_DATA))
 
     def test_a_flipped_byte_in_dst_is_found_from_the_disk(self):
-        digest = copy.copy(self.src, self.dst, MIB, offload=self.offload)
+        digest = copy.copy(self.src, self.dst, MIB, offload=self.offload,
+                           io_size=self.io_size)
         fd = os.open(self.dst, os.O_RDWR)
         try:
             os.pwrite(fd, bytes([os.pread(fd, 1, 3 * MIB + 7)[0] ^ 1]),

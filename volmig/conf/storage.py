@@ -22,6 +22,15 @@ storage_opts = [
                     'A guest\'s write to the same disk may wait behind a '
                     'chunk: smaller chunks lower its latency during a '
                     'copy and slow the copy.'),
+    cfg.IntOpt('copy_io_kb', default=0, min=0,
+               help='The largest single read or write of a migration copy '
+                    'and of its check, within a chunk; 0 for the chunk. '
+                    'Speed for quietness: a guest\'s write to the same '
+                    'disk waits behind the copy\'s I/O in flight. 256 '
+                    'lowered a writing guest\'s latency during a copy '
+                    '(p50 9.6 to 6.6 ms, p99 52 to 34 ms) and slowed the '
+                    'check by a quarter (benchmarks.guest_stalls). With '
+                    'max_bandwidth_mbps, the copy keeps a steady pace.'),
     cfg.BoolOpt('copy_offload', default=True,
                 help='When src and dst share a file system, let the '
                      'kernel copy: a reflink where the file system offers '

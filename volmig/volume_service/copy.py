@@ -106,6 +106,18 @@ class _Digest:
         return self._sha.hexdigest()
 
 
+def _sizes(chunk_size: int, io_size: int) -> tuple[int, int]:
+    """The chunk, and the largest single I/O within it, aligned."""
+    chunk = max(ALIGN, chunk_size // ALIGN * ALIGN)
+    return chunk, max(ALIGN, min(io_size or chunk, chunk) // ALIGN * ALIGN)
+
+
+def conf_sizes(conf) -> tuple[int, int]:
+    """``[storage] copy_chunk_kb`` and ``copy_io_kb``, in bytes."""
+    return (conf.storage.copy_chunk_kb * 1024,
+            conf.storage.copy_io_kb * 1024)
+
+
 def _hash_holes(digest, start: int, end: int, zeros: bytes) -> None:
     while start < end:
         step = min(len(zeros), end - start)
@@ -148,7 +160,8 @@ def _segments(fd: int, size: int, chunk: int):
 
 
 def _walk(fd: int, size: int, chunk: int, digest, zeros, visit,
-          progress: Progress | None, throttle: _Throttle) -> None:
+          progress: Progress | None, throttle: _Throttle,
+          io: int) -> None:
     """Hash the whole file, reading only its data; ``visit(offset, view)``
     sees each chunk of data read.
 
@@ -162,8 +175,11 @@ def _walk(fd: int, size: int, chunk: int, digest, zeros, visit,
 
     def read(offset: int, length: int, buffer) -> memoryview:
         view = memoryview(buffer)[:length]
-        if os.preadv(fd, [view], offset) != length:
-            raise OSError(errno.EIO, 'short read at %d' % offset)
+        for start in range(0, length, io):
+            piece = view[start:start + io]
+            if os.preadv(fd, [piece], offset + start) != len(piece):
+                raise OSError(errno.EIO, 'short read at %d'
+                              % (offset + start))
         return view
 
     with futures.ThreadPoolExecutor(max_workers=READ_AHEAD,
@@ -255,7 +271,7 @@ def _same_file_system(src_path: str, dst_path: str) -> bool:
     return os.stat(src_path).st_dev == os.stat(dst_path).st_dev
 
 
-def _kernel_copy(src_fd: int, dst_fd: int, size: int, chunk: int,
+def _kernel_copy(src_fd: int, dst_fd: int, size: int, io: int,
                  progress: Progress | None, throttle: _Throttle) -> None:
     """A reflink where the file system offers one, else copy_file_range
     over src's data only, so dst keeps its holes."""
@@ -269,7 +285,7 @@ def _kernel_copy(src_fd: int, dst_fd: int, size: int, chunk: int,
         offset, end = start, start + length
         while offset < end:
             copied = os.copy_file_range(src_fd, dst_fd,
-                                        min(chunk, end - offset), offset,
+                                        min(io, end - offset), offset,
                                         offset)
             if copied == 0:
                 raise OSError(errno.EIO, 'copy_file_range stopped at %d'
@@ -285,12 +301,14 @@ def _kernel_copy(src_fd: int, dst_fd: int, size: int, chunk: int,
 @_background_io()
 def copy(src_path: str, dst_path: str, chunk_size: int,
          max_bytes_per_second: int = 0,
-         progress: Progress | None = None, offload: bool = True) -> str:
+         progress: Progress | None = None, offload: bool = True,
+         io_size: int = 0) -> str:
     """Copy src into dst, which is new and reads as zeros; returns src's
     sha256. Zero chunks and holes of src are not written, so dst stays
     sparse where src is empty. ``offload``: the kernel copies when src
-    and dst share a file system."""
-    chunk = max(ALIGN, chunk_size // ALIGN * ALIGN)
+    and dst share a file system. ``io_size``: the largest single read or
+    write, the chunk's size if 0."""
+    chunk, io = _sizes(chunk_size, io_size)
     zeros = bytes(chunk)
     digest = _Digest()
     throttle = _Throttle(max_bytes_per_second)
@@ -302,10 +320,10 @@ def copy(src_path: str, dst_path: str, chunk_size: int,
             with futures.ThreadPoolExecutor(max_workers=1) as hasher:
                 hashed = hasher.submit(
                     _walk, src, size, chunk, digest, zeros,
-                    lambda offset, view: None, None, _Throttle(0))
+                    lambda offset, view: None, None, _Throttle(0), io)
                 dst = os.open(dst_path, os.O_WRONLY)
                 try:
-                    _kernel_copy(src, dst, size, chunk, progress, throttle)
+                    _kernel_copy(src, dst, size, io, progress, throttle)
                     _settle(dst, size, direct=False)
                 finally:
                     os.close(dst)
@@ -315,8 +333,11 @@ def copy(src_path: str, dst_path: str, chunk_size: int,
         try:
             def write(offset, view):
                 if view != zeros[:len(view)]:
-                    os.pwritev(dst, [view], offset)
-            _walk(src, size, chunk, digest, zeros, write, progress, throttle)
+                    for start in range(0, len(view), io):
+                        os.pwritev(dst, [view[start:start + io]],
+                                   offset + start)
+            _walk(src, size, chunk, digest, zeros, write, progress, throttle,
+                  io)
             _settle(dst, size, direct)
         finally:
             os.close(dst)
@@ -326,17 +347,17 @@ def copy(src_path: str, dst_path: str, chunk_size: int,
 
 
 @_background_io()
-def sha256_from_disk(path: str, chunk_size: int) -> str:
+def sha256_from_disk(path: str, chunk_size: int, io_size: int = 0) -> str:
     """The file's sha256, read with O_DIRECT (or after its cached pages
     are dropped), holes hashed as zeros."""
-    chunk = max(ALIGN, chunk_size // ALIGN * ALIGN)
+    chunk, io = _sizes(chunk_size, io_size)
     digest = _Digest()
     fd, direct = _open_direct(path, os.O_RDONLY, os.stat(path).st_size)
     try:
         if not direct:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         _walk(fd, os.fstat(fd).st_size, chunk, digest, bytes(chunk),
-              lambda offset, view: None, None, _Throttle(0))
+              lambda offset, view: None, None, _Throttle(0), io)
     finally:
         os.close(fd)
     return digest.hexdigest()
@@ -346,7 +367,7 @@ def verified_copy(volumes, conf, volume: dict, dst: dict,
                   max_bytes_per_second: int) -> None:
     """Copy src to dst of a volume's move, recording its progress and
     times on the volume, then verify dst read back from the disk."""
-    chunk = conf.storage.copy_chunk_kb * 1024
+    chunk, io = conf_sizes(conf)
     last = [0.0]
 
     def progress(done, total):
@@ -362,13 +383,13 @@ def verified_copy(volumes, conf, volume: dict, dst: dict,
                           migration_copy_started_at=timeutils.utcnow())
     src_sum = copy(volume['path'], dst['path'], chunk,
                    max_bytes_per_second, progress,
-                   conf.storage.copy_offload)
+                   conf.storage.copy_offload, io)
     volumes.update_volume(
         volume['id'], migration_copy_ended_at=timeutils.utcnow(),
         migration_copy_seconds=round(time.monotonic() - began, 3))
     # src is frozen since start, so dst, read back from the disk, must
     # match the digest src had as it was copied.
-    dst_sum = sha256_from_disk(dst['path'], chunk)
+    dst_sum = sha256_from_disk(dst['path'], chunk, io)
     if src_sum != dst_sum:
         raise exception.ChecksumMismatch(volume_id=volume['id'],
                                          src=src_sum, dst=dst_sum)
