@@ -25,6 +25,7 @@ from volmig import concurrency  # noqa: I001
 concurrency.init_threading()
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import os  # noqa: E402
 import subprocess  # noqa: E402  # nosec B404
 import sys  # noqa: E402
@@ -138,6 +139,24 @@ def run(driver: str, size_mb: int) -> None:
           % ('yes' if acks and not wrong else 'NO: %s' % wrong[:3]))
 
 
+@contextlib.contextmanager
+def driver_cluster(driver: str, options: dict):
+    """The services on ``driver`` (libvirtd started if need be), with
+    ``options``; yields (cluster, pools) as ``qemu_cluster`` does."""
+    with fixtures.Fixture() as daemons:
+        if driver == 'libvirt':
+            reason = libvirt_daemon.unavailable()
+            if reason:
+                raise SystemExit('libvirt: %s' % reason)
+            daemons.useFixture(libvirt_daemon.Libvirtd())
+        with cluster.qemu_cluster({
+                ('compute', 'driver'): driver,
+                # The guest's writer stops on ACPI power-off.
+                ('compute', 'shutdown_timeout'): 60,
+                ('DEFAULT', 'report_interval'): 2, **options}) as found:
+            yield found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--driver', nargs='+', default=['qemu', 'libvirt'],
@@ -153,19 +172,9 @@ def main() -> None:
                             str(args.size_mb)], check=True)
         return
     for driver in args.driver:
-        with fixtures.Fixture() as daemons:
-            if driver == 'libvirt':
-                reason = libvirt_daemon.unavailable()
-                if reason:
-                    raise SystemExit('libvirt: %s' % reason)
-                daemons.useFixture(libvirt_daemon.Libvirtd())
-            with cluster.qemu_cluster({
-                    ('compute', 'driver'): driver,
-                    ('qemu', 'export_disks'): driver == 'qemu',
-                    # The guest's writer stops on ACPI power-off.
-                    ('compute', 'shutdown_timeout'): 60,
-                    ('DEFAULT', 'report_interval'): 2}):
-                run(driver, args.size_mb)
+        with driver_cluster(driver, {('qemu', 'export_disks'):
+                                     driver == 'qemu'}):
+            run(driver, args.size_mb)
 
 
 if __name__ == '__main__':

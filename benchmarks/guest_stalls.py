@@ -43,13 +43,9 @@ import subprocess  # noqa: E402  # nosec B404
 import sys  # noqa: E402
 import time  # noqa: E402
 
-import fixtures  # noqa: E402
-
 from benchmarks import guest_pauses  # noqa: E402
 from benchmarks import polling  # noqa: E402
-from tests import libvirt_daemon  # noqa: E402
 from tests import real_guest  # noqa: E402
-from tests.integration import cluster  # noqa: E402
 from volmig import block_storage  # noqa: E402
 from volmig import client  # noqa: E402
 from volmig import context as volmig_context  # noqa: E402
@@ -231,23 +227,13 @@ def main() -> None:
                            check=True)
         return
     [driver] = args.driver
-    with fixtures.Fixture() as daemons:
-        if driver == 'libvirt':
-            reason = libvirt_daemon.unavailable()
-            if reason:
-                raise SystemExit('libvirt: %s' % reason)
-            daemons.useFixture(libvirt_daemon.Libvirtd())
-        with cluster.qemu_cluster({
-                ('compute', 'driver'): driver,
-                ('qemu', 'export_disks'): False,
-                ('compute', 'shutdown_timeout'): 60,
-                ('storage', 'max_bandwidth_mbps'): 0,
-                ('storage', 'copy_io_kb'): args.copy_io_kb,
-                ('DEFAULT', 'report_interval'): 2}) as (_, pools):
-            # This process's copy alone too.
-            CONF.set_override('copy_io_kb', args.copy_io_kb, 'storage')
-            run(driver, args.runs, args.size_mb, pools)
-
+    with guest_pauses.driver_cluster(driver, {
+            ('qemu', 'export_disks'): False,
+            ('storage', 'max_bandwidth_mbps'): 0,
+            ('storage', 'copy_io_kb'): args.copy_io_kb}) as (_, pools):
+        # This process's copy alone too.
+        CONF.set_override('copy_io_kb', args.copy_io_kb, 'storage')
+        run(driver, args.runs, args.size_mb, pools)
 
 if __name__ == '__main__':
     main()
