@@ -53,6 +53,7 @@ from tests.integration import cluster  # noqa: E402
 from volmig import block_storage  # noqa: E402
 from volmig import client  # noqa: E402
 from volmig import context as volmig_context  # noqa: E402
+from volmig import guest_writes  # noqa: E402
 from volmig import states  # noqa: E402
 from volmig.conductor import rpcapi as conductor_rpcapi  # noqa: E402
 from volmig.conf import CONF  # noqa: E402
@@ -81,10 +82,8 @@ def dd_mib_per_second(path: str, pool_dir: str, size_mb: int) -> float:
 
 
 def percentiles(latencies: list[float]) -> str:
-    ordered = sorted(latencies)
-    return 'p50 %.2f ms, p99 %.2f ms, max %.2f ms' % (
-        ordered[len(ordered) // 2], ordered[int(len(ordered) * 0.99)],
-        ordered[-1])
+    return ('p50 %.2f ms, p99 %.2f ms, max %.2f ms'
+            % guest_writes.spread(latencies))
 
 
 def drop_caches() -> bool:

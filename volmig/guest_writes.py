@@ -192,11 +192,8 @@ class ConsoleReader(threading.Thread):
         return max(self.gaps(serial, began, ended), default=0.0)
 
     def median_gap(self, serial: str) -> float:
-        times = self.ack_times(serial)
-        gaps = sorted(after - before
-                      for before, after in zip(times, times[1:],
-                                               strict=False))
-        return gaps[len(gaps) // 2] * 1000 if gaps else 0.0
+        gaps = self.gaps(serial, float('-inf'), float('inf'))
+        return spread(gaps)[0] if gaps else 0.0
 
     def text(self) -> str:
         with self._changed:

@@ -215,7 +215,6 @@ class MoverTest(test_migration_conductor.ConductorTestBase):
 
     def test_a_failed_move_whose_guest_is_on_dst_is_settled_on_dst(self):
         migration = self.failed_at_the_switch(switches=True)
-        self.mover.resumed = True
         # Not recovered yet: nobody knows where the guest is.
         self.mover.settle_failed()
         self.assertIn('error, unsettled (dst ',
@@ -237,7 +236,6 @@ class MoverTest(test_migration_conductor.ConductorTestBase):
     def test_a_failed_move_whose_guest_is_back_on_src_drops_dst(self):
         migration = self.failed_at_the_switch(switches=False)
         self.conductor.recovered(self.ctxt, migration['id'], 'src')
-        self.mover.resumed = True
         self.mover.settle_failed()
         volume = self.volume()
         self.assertEqual(('error', 'pool-a', None),

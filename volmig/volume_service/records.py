@@ -298,6 +298,14 @@ class VolumeRecords(base.VolumeAdapter):
                     models.Volume.migration_status.in_(list(statuses)),
                     models.Volume.migration_src_path.is_not(None))))]
 
+    def kept_dst(self, status: str) -> list[dict]:
+        """Volumes whose migration ended in ``status`` with dst kept."""
+        with _transaction() as session:
+            return [_present(session, volume) for volume in session.scalars(
+                sa.select(models.Volume).where(
+                    models.Volume.migration_status == status,
+                    models.Volume.migration_dst.is_not(None)))]
+
     def queued_migrations(self, status: str) -> list[dict]:
         """Volumes whose migration waits in ``status``, oldest first."""
         with _transaction() as session:

@@ -135,13 +135,8 @@ class Recovery:
         """Each failed move that kept dst, once its guests are known to
         be all on one side: the record follows them. Asked again at the
         next pass while volmig-api does not answer."""
-        if not self.resumed:
-            return
         ctxt = volmig_context.get_service_context()
-        for volume in self.volumes.with_migration_under_way((ERROR,)):
-            if volume['migration_status'] != ERROR or not \
-                    volume['migration_dst']:
-                continue
+        for volume in self.volumes.kept_dst(ERROR):
             try:
                 self._settle(ctxt, volume)
             except rpc.LOST:
