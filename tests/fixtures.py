@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from volmig import config
 from volmig import policy
 from volmig import rpc
+from volmig import signing
 from volmig.conf import CONF
 from volmig.conf import opts
 from volmig.db import api as db_api
@@ -34,6 +35,11 @@ class ConfFixture(fixtures.Fixture):
                   host='test-host', report_interval=1, service_down_time=5,
                   rpc_response_timeout=20)
         self.conf(driver='fake', job_poll_interval=0.05, group='compute')
+        # Every process of a test is a controller unless it says otherwise
+        # (tests.integration.cluster exports the hosts' own keys).
+        self.key_file = os.path.join(self.state_path, 'key.json')
+        signing.create(self.key_file)
+        self.conf(key_file=self.key_file, group='signing')
 
 
 class DatabaseFixture(fixtures.Fixture):

@@ -21,6 +21,10 @@ without volmig's global ``CONF``::
     # the conf's transport_url (or from ``url``, to reach volmig on a
     # broker of its own), and MigrationClient.close() releases it.
 
+Every message is signed with the key in the conf's ``[signing] key_file``
+(volmig's own conf without either): the key ``volmig-manage key export
+--service volmig-client --host HOST`` writes for the caller's host.
+
 Semantic versioning: ``__version__`` changes its major number when a
 method, argument or returned key is removed or changes meaning; its
 minor number when one is added.
@@ -35,7 +39,7 @@ from volmig import exception
 from volmig import rpc
 from volmig import states
 
-__version__ = '1.4.0'
+__version__ = '1.5.0'
 
 TOPIC = 'volmig-api'
 RPC_API_VERSION = '1.0'
@@ -57,10 +61,10 @@ class MigrationClient:
         (``volmig.rpc.init``)."""
         self._owned = None
         if transport is None and conf is not None:
-            transport = self._owned = messaging.get_rpc_transport(
-                conf, url=url, allowed_remote_exmods=rpc.ALLOWED_EXMODS)
+            transport = self._owned = rpc.get_transport(conf, url=url)
         if transport is not None:
             _register_lazy_opts(transport.conf)
+            transport = rpc.signed(transport)
         self._client = rpc.get_client(TOPIC, RPC_API_VERSION,
                                       timeout=timeout,
                                       rpc_transport=transport)

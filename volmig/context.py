@@ -24,11 +24,16 @@ class RequestContext(context.RequestContext):
     shape): where volmig reaches Cinder as that caller.
     """
 
-    FROM_DICT_EXTRA_KEYS = ['service_catalog']
+    FROM_DICT_EXTRA_KEYS = ['service_catalog', 'sender']
 
-    def __init__(self, *args, service_catalog=None, **kwargs):
+    def __init__(self, *args, service_catalog=None, sender=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.service_catalog = _block_storage(service_catalog)
+        # Who sent the RPC message this request came in, as its
+        # signature proves (``volmig.signing.Sender``); None for a request
+        # not received over RPC, or received unsigned while the operator
+        # allows it. Never sent on: each receiver learns it anew.
+        self.sender = sender
 
     @property
     def is_service(self) -> bool:

@@ -5,13 +5,15 @@ SQLite and the state live under one directory; the transport is
 driver, volmig-volume runs too, with pools ``pool-a`` and ``pool-b`` under the
 state directory, and the guest image built by
 ``tools/build-guest-image.sh`` is registered as ``volmig-guest``. The REST
-API uses noauth2.
+API uses noauth2. The process holds its own master key for signed RPC,
+in the state directory.
 """
 
 import os
 
 from volmig import exception
 from volmig import service
+from volmig import signing
 from volmig.api import http
 from volmig.compute.drivers import images
 from volmig.conf import CONF
@@ -30,6 +32,12 @@ def configure(state_dir: str, driver: str, transport_url: str) -> None:
     CONF.set_override('auth_strategy', 'noauth2', group='api')
     CONF.set_override('driver', driver, group='compute')
     CONF.set_override('stop_guests_on_exit', True, group='compute')
+    if not CONF.signing.key_file:
+        # One process, so one holder: the master key, its own.
+        key_file = os.path.join(state_dir, 'key.json')
+        if not os.path.exists(key_file):
+            signing.create(key_file)
+        CONF.set_override('key_file', key_file, group='signing')
     if driver != 'fake':
         CONF.set_override('backend', 'file', group='volume')
         if not CONF.storage.pools:

@@ -32,6 +32,10 @@ RPC_SECONDS = prometheus_client.Histogram(
 RPC_ERRORS = prometheus_client.Counter(
     'volmig_rpc_errors', 'Errors answered by RPC endpoints.',
     ['method', 'error'])
+RPC_REFUSED = prometheus_client.Counter(
+    'volmig_rpc_refused', 'Messages refused: unsigned, forged, stale, '
+    'replayed, or a method or record their sender may not touch.',
+    ['sender', 'reason'])
 DB_STATEMENTS = prometheus_client.Counter(
     'volmig_db_statements', 'Statements sent to the database, transaction '
     'control (BEGIN, COMMIT) excluded.')

@@ -6,13 +6,17 @@ import time
 
 from oslo_log import log as logging
 import oslo_messaging as messaging
+from oslo_messaging import transport as messaging_transport
 from oslo_messaging.rpc import dispatcher
+from oslo_messaging.rpc import server as rpc_server
 from oslo_serialization import jsonutils
 
 from volmig import context as volmig_context
 from volmig import exception
 from volmig import metrics
+from volmig import signing
 from volmig.conf import CONF
+from volmig.conf import signing as signing_conf
 
 LOG = logging.getLogger(__name__)
 
@@ -39,13 +43,49 @@ ASK_AGAIN_MOST = 10.0
 
 def init(conf=CONF, retry: int | None = None) -> None:
     """``retry``: how many times a send tries again to reach the broker
-    before it fails; services wait for it (None), a command does not."""
+    before it fails; services wait for it (None), a command does not.
+
+    Raises ``ConfigurationError`` when this process has no signing key."""
     global _TRANSPORT, _NOTIFICATION_TRANSPORT, _RETRY
     _RETRY = retry
     if _TRANSPORT is None:
-        _TRANSPORT = messaging.get_rpc_transport(
-            conf, allowed_remote_exmods=ALLOWED_EXMODS)
+        _TRANSPORT = get_transport(conf)
         _NOTIFICATION_TRANSPORT = messaging.get_notification_transport(conf)
+
+
+class SignedTransport(messaging_transport.RPCTransport):
+    """Signs every message it sends with its process's key.
+
+    The one place where a message, its context and its target meet
+    before the driver sends them.
+    """
+
+    def __init__(self, driver):
+        super().__init__(driver)
+        signing_conf.register_opts(self.conf)
+        self.keyring = signing.Keyring(signing.key_file(self.conf),
+                                       self.conf.host)
+
+    def _send(self, target, ctxt, message, *args, **kwargs):
+        return super()._send(
+            target, signing.sign(self.keyring, target.topic, target.server,
+                                 ctxt, message), message, *args, **kwargs)
+
+
+def get_transport(conf, url: str | None = None) -> SignedTransport:
+    """A transport whose messages are signed, on ``conf``'s URL or
+    ``url``."""
+    return messaging.get_rpc_transport(
+        conf, url=url, allowed_remote_exmods=ALLOWED_EXMODS,
+        transport_cls=SignedTransport)
+
+
+def signed(rpc_transport) -> SignedTransport:
+    """``rpc_transport`` (a caller's own, Cinder's say), signing what it
+    sends: its driver, and so its connections, are shared."""
+    if isinstance(rpc_transport, SignedTransport):
+        return rpc_transport
+    return SignedTransport(rpc_transport._driver)
 
 
 def cleanup() -> None:
@@ -82,12 +122,17 @@ def transport():
     return _TRANSPORT
 
 
-def endpoint(method):
+def endpoint(method=None, *, senders: tuple = ()):
     """An RPC method: typed refusals travel back as themselves.
 
-    Arguments that do not fit the method (missing, unknown) are refused
-    as ``InvalidInput`` before it runs, instead of failing inside it.
+    The controllers may call it, and the kinds of service in ``senders``
+    (``signing.COMPUTE``, ``signing.VOLUME``, ``signing.CLIENT``); any
+    other sender is refused. Arguments that do not fit the method
+    (missing, unknown) are refused as ``InvalidInput`` before it runs,
+    instead of failing inside it.
     """
+    if method is None:
+        return functools.partial(endpoint, senders=senders)
     signature = inspect.signature(method)
 
     @functools.wraps(method)
@@ -100,8 +145,17 @@ def endpoint(method):
                 time.monotonic() - began)
 
     def _served(self, ctxt, **kwargs):
+        sender = getattr(ctxt, 'sender', None)
         try:
+            if sender and sender.service not in (signing.CONTROLLER,
+                                                 *senders):
+                signing.refuse(method.__name__, sender,
+                               'not a method %s may call' % sender.service)
             signature.bind(self, ctxt, **kwargs)
+        except signing.Refused:
+            metrics.RPC_ERRORS.labels(method=method.__name__,
+                                      error='Refused').inc()
+            raise
         except TypeError as exc:
             metrics.RPC_ERRORS.labels(method=method.__name__,
                                       error='InvalidInput').inc()
@@ -164,12 +218,35 @@ def get_client(topic: str, version: str, version_cap: str | None = None,
         timeout=timeout, retry=_RETRY)
 
 
+class _CheckingDispatcher(dispatcher.RPCDispatcher):
+    """Serves only what its sender signed for this server, and tells the
+    method who that sender is (``RequestContext.sender``)."""
+
+    def __init__(self, endpoints, checker: signing.Checker):
+        super().__init__(endpoints, RequestContextSerializer(),
+                         dispatcher.DefaultRPCAccessPolicy)
+        self._checker = checker
+
+    def dispatch(self, incoming):
+        ctxt = incoming.ctxt
+        try:
+            sender = self._checker.check(ctxt, incoming.message)
+        except signing.Refused:
+            # Answered as a typed refusal, and not logged again with a
+            # traceback: the checker logged it once for its sender.
+            raise dispatcher.ExpectedException() from None
+        ctxt.pop(signing.SIGNATURE, None)
+        ctxt['sender'] = sender
+        return super().dispatch(incoming)
+
+
 def get_server(topic: str, server: str, endpoints: list):
     target = messaging.Target(topic=topic, server=server)
-    return messaging.get_rpc_server(
-        transport(), target, endpoints,
-        serializer=RequestContextSerializer(),
-        access_policy=dispatcher.DefaultRPCAccessPolicy)
+    rpc_transport = transport()
+    checker = signing.Checker(rpc_transport.keyring, topic, server,
+                              rpc_transport.conf)
+    return rpc_server.RPCServer(rpc_transport, target,
+                                _CheckingDispatcher(endpoints, checker))
 
 
 def get_notifier(publisher_id: str, topic: str) -> messaging.Notifier:

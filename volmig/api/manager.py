@@ -17,6 +17,7 @@ from volmig import context as volmig_context
 from volmig import owners
 from volmig import policy
 from volmig import rpc
+from volmig import signing
 from volmig import states
 from volmig.api import validation
 from volmig.compute import rpcapi as compute_rpcapi
@@ -25,6 +26,8 @@ from volmig.conductor import start
 from volmig.policies import volume_migrations as migration_policy
 
 LOG = logging.getLogger(__name__)
+# Who besides the controllers drives migrations: block storage.
+BLOCK_STORAGE = (signing.VOLUME, signing.CLIENT)
 
 BINARY = TOPIC = 'volmig-api'
 RPC_API_VERSION = '1.0'
@@ -73,7 +76,7 @@ class APIManager:
     def cleanup_host(self) -> None:
         pass
 
-    @rpc.endpoint
+    @rpc.endpoint(senders=BLOCK_STORAGE)
     def migration_start(self, ctxt, src_attachment_id):
         """At most four round trips: this call, begin, the agent, started.
 
@@ -96,7 +99,7 @@ class APIManager:
         return start.run(ctxt, self.compute, _Recorder(self.conductor),
                          migration, begun['bdm'])
 
-    @rpc.endpoint
+    @rpc.endpoint(senders=BLOCK_STORAGE)
     def migration_cancel(self, ctxt, src_attachment_id):
         policy.authorize(ctxt, migration_policy.PREFIX % 'cancel')
         validation.require_uuid('src_attachment_id', src_attachment_id)
@@ -108,7 +111,7 @@ class APIManager:
                                           accepted['bdm'])
         return migration
 
-    @rpc.endpoint
+    @rpc.endpoint(senders=BLOCK_STORAGE)
     def migration_complete(self, ctxt, src_attachment_id, dst_attachment_id):
         policy.authorize(ctxt, migration_policy.PREFIX % 'complete')
         validation.require_uuid('src_attachment_id', src_attachment_id)
@@ -122,13 +125,13 @@ class APIManager:
                 accepted['dst_connection_info'])
         return migration
 
-    @rpc.endpoint
+    @rpc.endpoint(senders=BLOCK_STORAGE)
     def migration_get(self, ctxt, migration_ref):
         policy.authorize(ctxt, migration_policy.PREFIX % 'show')
         validation.require_uuid('migration_ref', migration_ref)
         return self.conductor.migration_get(ctxt, migration_ref)
 
-    @rpc.endpoint
+    @rpc.endpoint(senders=BLOCK_STORAGE)
     def migration_list(self, ctxt, filters):
         policy.authorize(ctxt, migration_policy.PREFIX % 'show')
         validation.require_filters(filters, LIST_FILTERS)

@@ -26,6 +26,7 @@ from volmig import context as volmig_context
 from volmig import exception
 from volmig import rpc
 from volmig.cli import pools as pools_cli
+from volmig.cmd import keys
 from volmig.cmd import manage_parser
 from volmig.compute.drivers import images
 from volmig.conductor import rpcapi as conductor_rpcapi
@@ -245,7 +246,10 @@ _COMMANDS = {('db', 'sync'): _db_sync, ('db', 'version'): _db_version,
              ('service', 'delete'): _service_delete,
              ('image', 'register'): _image_register,
              ('image', 'list'): _image_list,
-             ('image', 'delete'): _image_delete}
+             ('image', 'delete'): _image_delete,
+             ('key', 'create'): keys.create,
+             ('key', 'rotate'): keys.rotate,
+             ('key', 'export'): keys.export}
 
 
 category_opt = cfg.SubCommandOpt('category', title='Commands',
@@ -295,7 +299,8 @@ def main() -> None:
     std_logging.getLogger().handlers[:] = [std_logging.NullHandler()]
     # A command tries the broker once more, then says so; it never waits
     # for it as a service does.
-    rpc.init(retry=1)
+    if CONF.category.name in _SERVICES:
+        rpc.init(retry=1)
     command = _COMMANDS[(CONF.category.name, CONF.category.action)]
     result: dict = {}
 

@@ -96,6 +96,29 @@ def add_parsers(subparsers):
             action.add_argument('--reason', default=None,
                                 help='Why, shown with the service.')
 
+    key = subparsers.add_parser(
+        'key', help="RPC signing keys ([signing] key_file): the master key "
+                    "on the controllers, and each other service's own.")
+    actions = key.add_subparsers(dest='action', required=True)
+    actions.add_parser('create', help='Write a new master key.').add_argument(
+        '--to', default=None, help='Where (default: [signing] key_file).')
+    actions.add_parser(
+        'rotate', help='Add a master key that signs after the window; the '
+                       'old ones are accepted for another window.'
+    ).add_argument('--window', type=int, default=3600,
+                   help='Seconds to copy the new keys to every service.')
+    export = actions.add_parser(
+        'export', help="Write a service's own key, derived from the master "
+                       'key.')
+    export.add_argument('--service', required=True,
+                        choices=['volmig-compute', 'volmig-volume',
+                                 'volmig-client'],
+                        help='volmig-client: a block-storage service such '
+                             'as Cinder.')
+    export.add_argument('--host', dest='on_host', default='',
+                        help='Its host (every volmig-volume shares one key).')
+    export.add_argument('--to', required=True, help='The file to write.')
+
     server = subparsers.add_parser('server', help='Servers.')
     actions = server.add_subparsers(dest='action', required=True)
     reset = actions.add_parser(

@@ -16,6 +16,7 @@ from volmig.conf import fake_driver
 from volmig.conf import libvirt
 from volmig.conf import metrics
 from volmig.conf import qemu
+from volmig.conf import signing
 from volmig.conf import storage
 from volmig.conf import upgrade_levels
 from volmig.conf import volume
@@ -23,7 +24,8 @@ from volmig.conf import volume
 CONF = cfg.CONF
 
 MODULES = (default, api, cinder, compute, conductor, database, fake_driver,
-           libvirt, metrics, qemu, storage, upgrade_levels, volume)
+           libvirt, metrics, qemu, signing, storage, upgrade_levels,
+           volume)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
