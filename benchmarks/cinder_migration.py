@@ -68,8 +68,9 @@ class Deployment(fixtures.Fixture):
             self.keystone, self.endpoint, small_share=False))
         self.dir = self.useFixture(fixtures.TempDir()).path
         vhost = self.useFixture(cluster.VhostFixture())
-        self.cinder.start_volmig_volume(vhost.url)
         config.parse_args([], default_config_files=[], setup_logging=False)
+        cluster.master_key(self.dir)
+        self.cinder.start_volmig_volume(vhost.url)
         images = os.path.join(self.dir, 'images')
         real_guest.register(images)
         options = {('api', 'listen'): '127.0.0.1', ('api', 'port'): port,

@@ -3,7 +3,8 @@
 Both run in this process against the same RabbitMQ (a vhost of their own),
 side by side:
 
-* bare: an oslo.messaging call to an echo endpoint served in this process;
+* bare: an oslo.messaging call to an echo endpoint served in this process,
+  and the same call through volmig.rpc, signed and checked;
 * volmig: ``MigrationClient.start`` and ``cancel`` through separate
   volmig-api, volmig-conductor and volmig-compute (fake driver) processes.
 
@@ -76,10 +77,11 @@ class Relay:
         return hops
 
 
-def serve(kind: str, url: str) -> None:
+def serve(kind: str, url: str, key_file: str) -> None:
     """An echo or relay server in a process of its own, until SIGTERM."""
     config.parse_args([], default_config_files=[], setup_logging=False)
     CONF.set_override('transport_url', url)
+    CONF.set_override('key_file', key_file, group='signing')
     rpc.init()
     endpoint = Echo() if kind == 'echo' else Relay()
     server = rpc.get_server('volmig-bench-%s' % kind, kind, [endpoint])
@@ -96,7 +98,8 @@ def chain_calls(ctxt, url: str, iterations: int) -> list[float]:
     """Client, relay and echo in three processes: volmig's start shape."""
     processes = [subprocess.Popen(
         [sys.executable, '-m', 'benchmarks.rpc_start', '--serve', kind,
-         '--url', url], stdout=subprocess.PIPE, text=True)
+         '--url', url, '--key-file', CONF.signing.key_file],
+        stdout=subprocess.PIPE, text=True)
         for kind in ('echo', 'relay')]
     try:
         for process in processes:
@@ -125,12 +128,26 @@ def timed(call) -> float:
     return time.perf_counter() - start
 
 
-def bare_calls(ctxt, iterations: int) -> list[float]:
-    server = rpc.get_server('volmig-bench-echo', 'bench', [Echo()])
+def bare_calls(ctxt, iterations: int, signed: bool = False) -> list[float]:
+    """Calls to an echo endpoint in this process: plain oslo.messaging,
+    or ``signed`` through volmig.rpc (each message signed and checked)."""
+    if signed:
+        server = rpc.get_server('volmig-bench-echo', 'bench', [Echo()])
+        client = rpc.get_client('volmig-bench-echo', '1.0')
+    else:
+        transport = messaging.get_rpc_transport(CONF)
+        serializer = rpc.RequestContextSerializer()
+        server = messaging.get_rpc_server(
+            transport, messaging.Target(topic='volmig-bench-plain',
+                                        server='bench'), [Echo()],
+            serializer=serializer)
+        client = messaging.get_rpc_client(
+            transport, messaging.Target(topic='volmig-bench-plain',
+                                        version='1.0'),
+            serializer=serializer)
     server.start()
     try:
-        echo = rpc.get_client('volmig-bench-echo', '1.0').prepare(
-            server='bench')
+        echo = client.prepare(server='bench')
         for _ in range(10):
             echo.call(ctxt, 'echo', value='warm-up')
         return [timed(lambda: echo.call(ctxt, 'echo', value='x'))
@@ -138,6 +155,8 @@ def bare_calls(ctxt, iterations: int) -> list[float]:
     finally:
         server.stop()
         server.wait()
+        if not signed:
+            transport.cleanup()
 
 
 def volmig_round_trips(iterations: int, storage_port: int | None = None):
@@ -190,9 +209,10 @@ def main() -> None:
     parser.add_argument('--serve', choices=('echo', 'relay'),
                         help=argparse.SUPPRESS)
     parser.add_argument('--url', help=argparse.SUPPRESS)
+    parser.add_argument('--key-file', help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        return serve(args.serve, args.url)
+        return serve(args.serve, args.url, args.key_file)
 
     with fixtures.TempDir() as tmp, cluster.VhostFixture() as vhost:
         db_url = args.db_url or 'sqlite:///%s/volmig.sqlite' % tmp.path
@@ -202,6 +222,7 @@ def main() -> None:
         CONF.set_override('backend', args.backend, group='volume')
         db_api.configure(db_url)
         schema.upgrade()
+        cluster.master_key(tmp.path)
         rpc.init()
         file_backend = args.backend == 'file'
         names = ['api', 'conductor', 'compute-1'] + (
@@ -220,6 +241,7 @@ def main() -> None:
             services.wait_until_registered()
             ctxt = volmig_context.get_service_context()
             bare = bare_calls(ctxt, args.iterations)
+            signed = bare_calls(ctxt, args.iterations, signed=True)
             chain = chain_calls(ctxt, vhost.url, args.iterations)
             starts, cancels, reads, api_reads, nested = volmig_round_trips(
                 args.iterations, ports.get('volume'))
@@ -233,6 +255,7 @@ def main() -> None:
           'block storage %s' % (args.iterations, database, args.backend))
     print('%-34s %9s %9s' % ('', 'p50 ms', 'p99 ms'))
     rows = [('bare oslo.messaging call', bare),
+            ('the same call signed (volmig.rpc)', signed),
             ('bare 4-hop chain, 3 processes', chain),
             ('volmig start (call)', starts),
             ('volmig cancel (accepted)', cancels),
@@ -245,6 +268,8 @@ def main() -> None:
     bare_p50, _ = percentiles(bare)
     start_p50, _ = percentiles(starts)
     chain_p50, _ = percentiles(chain)
+    print('signing and checking, per call (p50): %.2f ms'
+          % (percentiles(signed)[0] - bare_p50))
     print('bare 4-hop chain p50 / bare call p50: %.1fx (the shape alone)'
           % (chain_p50 / bare_p50))
     print('start p50 / bare call p50: %.1fx (goal <= 5x)'

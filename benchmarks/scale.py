@@ -245,6 +245,7 @@ def main() -> None:
             CONF.set_override('rpc_response_timeout', 120)
             db_api.configure(db_url)
             schema.upgrade()
+            cluster.master_key(tmp.path)
             rpc.init()
             conductor_port, api_port = (integration_base.free_port(),
                                         integration_base.free_port())

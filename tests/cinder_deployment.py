@@ -24,6 +24,8 @@ import sqlalchemy as sa
 
 from tests import openstack
 from tests.integration import cluster
+from volmig import signing
+from volmig.conf import CONF
 
 BACKENDS = ('nfs-a', 'nfs-b')
 # Run by the cinder-volume that loads volmig's manager.
@@ -154,8 +156,14 @@ class Cinder(openstack.Processes):
         """The cinder-volume of nfs-c and nfs-d, with volmig's manager
         reaching volmig on ``transport_url``; stopped by the test."""
         conf = os.path.join(self.dir, 'cinder-volmig.conf')
+        # Its own key, from the test's master key, as an operator exports
+        # it for the host Cinder runs on.
+        key_file = os.path.join(self.dir, 'volmig-client-key.json')
+        signing.export(CONF.signing.key_file, signing.CLIENT, 'cinder-1',
+                       key_file)
         sections = dict(self._sections, volmig={
-            'transport_url': transport_url, 'timeout': 300})
+            'transport_url': transport_url, 'timeout': 300},
+            signing={'key_file': key_file})
         sections['DEFAULT'] = dict(
             sections['DEFAULT'], enabled_backends=','.join(VOLMIG_BACKENDS),
             volume_manager=VOLMIG_MANAGER,

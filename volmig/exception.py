@@ -108,6 +108,12 @@ class Forbidden(VolmigException):
     code = 403
 
 
+class MessageRefused(Forbidden):
+    """An RPC message its receiver does not serve: unsigned, forged,
+    stale, replayed, or from a sender that may not ask it."""
+    msg_fmt = 'Refused %(method)s from %(sender)s: %(reason)s.'
+
+
 class NotFound(VolmigException):
     msg_fmt = 'Resource could not be found.'
     code = 404

@@ -63,9 +63,7 @@ Sender = collections.namedtuple('Sender', 'service host')
 Key = collections.namedtuple('Key', 'id secret signs_from expires')
 
 
-class Refused(exception.VolmigException):
-    msg_fmt = 'Refused %(method)s from %(sender)s: %(reason)s.'
-    code = 403
+Refused = exception.MessageRefused
 
 
 def derive(master: bytes, service: str, host: str) -> bytes:
@@ -129,10 +127,18 @@ def new_key(key_id: int, signs_from: float) -> Key:
     return Key(key_id, os.urandom(KEY_BYTES), signs_from, None)
 
 
-def exported(keys: list[Key], service: str, host: str) -> list[Key]:
-    """The keys a host holds: each master key's, derived for it."""
-    return [key._replace(secret=derive(key.secret, service, host))
-            for key in keys]
+def export(master_file: str, service: str, host: str, path: str) -> None:
+    """Writes ``service``'s own keys on ``host`` to ``path``: each usable
+    master key's, derived for it."""
+    holder, keys = read(master_file)
+    if holder is not None:
+        raise exception.ConfigurationError(
+            reason='%s holds the key of %s on "%s", not the master key: run '
+                   'this on a controller' % (master_file, holder.service,
+                                             holder.host))
+    write(path, Sender(service, host), [
+        key._replace(secret=derive(key.secret, service, host))
+        for key in usable(keys, time.time())])
 
 
 def usable(keys: list[Key], now: float) -> list[Key]:
@@ -218,9 +224,11 @@ def _canonical(value) -> bytes:
 
 def _mac(secret: bytes, seal: dict, topic: str, server, ctxt: dict,
          message: dict) -> str:
+    """Over the seal, the target, the message and the context's signed
+    fields (the transport adds its own, ``client_timeout``, on the way)."""
     body = [VERSION, seal['key'], seal['service'], seal['host'], seal['ts'],
-            seal['nonce'], topic, server,
-            {k: v for k, v in ctxt.items() if k != SIGNATURE},
+            seal['nonce'], topic, server, seal['fields'],
+            [ctxt.get(field) for field in seal['fields']],
             message.get('method'), message.get('namespace'),
             message.get('version'), message.get('args', {})]
     return hmac.new(secret, _canonical(body), hashlib.sha256).hexdigest()
@@ -238,7 +246,8 @@ def sign(keyring: Keyring, topic: str, server, ctxt: dict,
                              % topic)
     seal = {'v': VERSION, 'key': key.id, 'service': claim.service,
             'host': claim.host, 'ts': time.time(),
-            'nonce': uuid.uuid4().hex}
+            'nonce': uuid.uuid4().hex,
+            'fields': sorted(field for field in ctxt if field != SIGNATURE)}
     seal['mac'] = _mac(secret, seal, topic, server, ctxt, message)
     return dict(ctxt, **{SIGNATURE: seal})
 
@@ -269,6 +278,7 @@ class Checker:
             claim = Sender(str(seal['service']), str(seal['host']))
             key_id, sent, nonce, mac = (int(seal['key']), float(seal['ts']),
                                         str(seal['nonce']), str(seal['mac']))
+            fields = [str(field) for field in seal['fields']]
         except (KeyError, TypeError, ValueError):
             refuse(method, None, 'malformed signature')
         if abs(time.time() - sent) > self._conf.signing.max_age:
@@ -291,6 +301,9 @@ class Checker:
             refuse(method, claim, 'forged: the signature does not match'
                    if key is not None else 'unknown key %d' % key_id)
         self._remember(nonce, method, claim)
+        # Only what the sender signed goes on to the method.
+        for field in set(ctxt) - set(fields) - {SIGNATURE}:
+            del ctxt[field]
         return claim
 
     def _remember(self, nonce: str, method, claim: Sender) -> None:

@@ -20,6 +20,7 @@ from tests import openstack
 from volmig import config
 from volmig import context as volmig_context
 from volmig import rpc
+from volmig import signing
 from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
 from volmig.db import api as db_api
@@ -181,6 +182,10 @@ class Cluster(fixtures.Fixture):
     ``options`` go to every process; ``process_options`` maps a process
     name (a compute host, ``conductor``, ``api`` or ``volume``) to its
     extra options. With ``volume``, volmig-volume runs too.
+
+    The conductor and the API hold the master key (``[signing] key_file``
+    of the options, else the test's, else a new one); each compute host
+    and volmig-volume get their own key, exported from it, as deployed.
     """
 
     def __init__(self, state_path: str, transport_url: str, db_url: str,
@@ -198,6 +203,9 @@ class Cluster(fixtures.Fixture):
             ('compute', 'driver'): 'fake',
         }
         self.options.update(options or {})
+        if ('signing', 'key_file') not in self.options:
+            self.options[('signing', 'key_file')] = (
+                CONF.signing.key_file or self._new_master())
         self.process_options = process_options or {}
         # {name: command prefix}, e.g. to run a host in a namespace.
         self.prefixes = prefixes or {}
@@ -214,10 +222,25 @@ class Cluster(fixtures.Fixture):
         services += [('volmig-compute', host, {('DEFAULT', 'host'): host})
                      for host in self.hosts]
         for binary, name, options in services:
+            if binary in signing.HOSTS:
+                options[('signing', 'key_file')] = self.export_key(
+                    binary, host=name if binary == signing.COMPUTE else '')
             options.update(self.process_options.get(name, {}))
             self.spawn(binary, name, write_config(
                 os.path.join(self.state_path, name + '.conf'), options)
                 if options else None)
+
+    def _new_master(self) -> str:
+        return master_key(self.state_path, this_process=False)
+
+    def export_key(self, service: str, host: str) -> str:
+        """``service``'s own key on ``host``, as "volmig-manage key export"
+        writes it."""
+        path = os.path.join(self.state_path, 'key-%s-%s.json'
+                            % (service, host or 'all'))
+        signing.export(self.options[('signing', 'key_file')], service, host,
+                       path)
+        return path
 
     def restart(self, name: str, sig=signal.SIGTERM,
                 command=None, prefix=None,
@@ -329,6 +352,16 @@ class Cluster(fixtures.Fixture):
         raise RuntimeError('services did not register within %ss' % timeout)
 
 
+def master_key(directory: str, this_process: bool = True) -> str:
+    """A new master key file in ``directory``; this process's own
+    (``[signing] key_file``) too, unless not ``this_process``."""
+    path = os.path.join(directory, 'key.json')
+    signing.create(path)
+    if this_process:
+        CONF.set_override('key_file', path, group='signing')
+    return path
+
+
 @contextlib.contextmanager
 def qemu_cluster(options: dict):
     """For a script: the qemu driver on compute-1 with volmig-volume and
@@ -344,6 +377,7 @@ def qemu_cluster(options: dict):
         CONF.set_override('backend', 'file', group='volume')
         db_api.configure(db_url)
         schema.upgrade()
+        master_key(tmp.path)
         rpc.init()
         everything = {('compute', 'driver'): 'qemu',
                       ('compute', 'stop_guests_on_exit'): True,

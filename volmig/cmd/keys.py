@@ -18,17 +18,6 @@ def _when(epoch: float) -> str:
         epoch, datetime.UTC).strftime('%Y-%m-%d %H:%M:%S UTC')
 
 
-def _master() -> tuple[str, list[signing.Key]]:
-    path = signing.key_file(CONF)
-    holder, keys = signing.read(path)
-    if holder is not None:
-        raise exception.ConfigurationError(
-            reason='%s holds the key of %s on "%s", not the master key: run '
-                   'this on a controller' % (path, holder.service,
-                                             holder.host))
-    return path, keys
-
-
 def create() -> None:
     path = CONF.category.to or signing.key_file(CONF)
     if os.path.exists(path):
@@ -43,7 +32,12 @@ def create() -> None:
 def rotate() -> None:
     """A new key, used to sign ``window`` seconds from now; the keys it
     replaces are accepted for another ``window`` after that."""
-    path, keys = _master()
+    path = signing.key_file(CONF)
+    holder, keys = signing.read(path)
+    if holder is not None:
+        raise exception.ConfigurationError(
+            reason='%s holds the key of %s, not the master key: rotate on a '
+                   'controller' % (path, holder.service))
     now, window = time.time(), CONF.category.window
     kept = [key._replace(expires=key.expires or now + 2 * window)
             for key in signing.usable(keys, now)]
@@ -59,15 +53,13 @@ def rotate() -> None:
 
 
 def export() -> None:
-    _, keys = _master()
     command = CONF.category
     host = '' if command.service == signing.VOLUME else command.on_host
     if not host and command.service != signing.VOLUME:
         raise exception.ConfigurationError(
             reason='--host is required for %s' % command.service)
-    holder = signing.Sender(command.service, host)
-    signing.write(command.to, holder, signing.exported(
-        signing.usable(keys, time.time()), *holder))
+    signing.export(signing.key_file(CONF), command.service, host,
+                   command.to)
     print('key of %s%s written to %s (mode 0600); give it to that service '
           'alone ([signing] key_file, or systemd\'s credential %s)' % (
               command.service, ' on %s' % host if host else '', command.to,
