@@ -149,7 +149,7 @@ def endpoint(method=None, *, senders: tuple = ()):
         try:
             if sender and sender.service not in (signing.CONTROLLER,
                                                  *senders):
-                signing.refuse(method.__name__, sender,
+                signing.refuse(method.__name__, sender, 'method',
                                'not a method %s may call' % sender.service)
             signature.bind(self, ctxt, **kwargs)
         except signing.Refused:

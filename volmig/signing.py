@@ -273,16 +273,16 @@ class Checker:
         if not isinstance(seal, dict):
             if self._conf.signing.allow_unsigned:
                 return None
-            refuse(method, None, 'unsigned')
+            refuse(method, None, 'unsigned', 'unsigned')
         try:
             claim = Sender(str(seal['service']), str(seal['host']))
             key_id, sent, nonce, mac = (int(seal['key']), float(seal['ts']),
                                         str(seal['nonce']), str(seal['mac']))
             fields = [str(field) for field in seal['fields']]
         except (KeyError, TypeError, ValueError):
-            refuse(method, None, 'malformed signature')
+            refuse(method, None, 'malformed', 'malformed signature')
         if abs(time.time() - sent) > self._conf.signing.max_age:
-            refuse(method, claim, 'stale: sent %.0f s ago'
+            refuse(method, claim, 'stale', 'stale: sent %.0f s ago'
                    % (time.time() - sent))
         secret = None
         key = self._keyring.key(key_id) if self._keyring else None
@@ -297,9 +297,11 @@ class Checker:
                                   message)):
                     break
                 secret = None
+        if key is None:
+            refuse(method, claim, 'unknown-key', 'unknown key %d' % key_id)
         if secret is None:
-            refuse(method, claim, 'forged: the signature does not match'
-                   if key is not None else 'unknown key %d' % key_id)
+            refuse(method, claim, 'forged',
+                   'forged: the signature does not match')
         self._remember(nonce, method, claim)
         # Only what the sender signed goes on to the method.
         for field in set(ctxt) - set(fields) - {SIGNATURE}:
@@ -318,21 +320,23 @@ class Checker:
                     self._nonces = {n: until for n, until
                                     in self._nonces.items() if until > now}
         if seen:
-            refuse(method, claim, 'replayed')
+            refuse(method, claim, 'replayed', 'replayed')
 
 
 
 _logged: set = set()
+_LOGGED_MOST = 4096
 
 
-def refuse(method, claim: Sender | None, reason: str):
-    """Raises ``Refused``: logged once per sender and reason, counted
-    every time."""
+def refuse(method, claim: Sender | None, kind: str, reason: str):
+    """Raises ``Refused``: logged once per sender and ``kind`` (unsigned,
+    malformed, stale, forged, unknown-key, replayed, method, host),
+    counted every time."""
     who = '%s on %s' % claim if claim else 'an unknown sender'
-    kind = reason.split(' ', 1)[0]
     metrics.RPC_REFUSED.labels(sender=claim.service if claim else 'unknown',
                                reason=kind).inc()
-    if (claim, kind) not in _logged:
+    # A forger names any sender it likes: the set stays bounded.
+    if (claim, kind) not in _logged and len(_logged) < _LOGGED_MOST:
         _logged.add((claim, kind))
         LOG.warning('Refused RPC %(method)s from %(who)s: %(reason)s '
                     '(logged once per sender and reason)',
@@ -352,4 +356,5 @@ def speaks_for(ctxt, host: str) -> bool:
 
 def check_host(ctxt, host: str, method: str) -> None:
     if not speaks_for(ctxt, host):
-        refuse(method, ctxt.sender, 'a host reports on its own records only')
+        refuse(method, ctxt.sender, 'host',
+               'a host reports on its own records only')

@@ -106,7 +106,7 @@ class ConductorManager:
                        capabilities):
         if ctxt.sender and ctxt.sender.service not in (signing.CONTROLLER,
                                                        binary):
-            signing.refuse('service_update', ctxt.sender,
+            signing.refuse('service_update', ctxt.sender, 'host',
                            'a service reports its own liveness only')
         signing.check_host(ctxt, host, 'service_update')
         return db.service_update(ctxt, binary, host, topic, version,
