@@ -12,12 +12,16 @@ import signal
 import subprocess
 
 import fixtures
+import oslo_messaging as messaging
 from testtools import content
 
 from tests import nbd_writer as guest_io
 from tests.integration import test_qemu_data_path
+from volmig import exception
+from volmig import rpc
 from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
+from volmig.conf import CONF
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 # The last commit of the 2027.1 code: the one before compute RPC 1.4.
@@ -82,6 +86,12 @@ class PreviousReleaseTestCase(test_qemu_data_path.QemuTestCase):
         for host in self.hosts:
             options.setdefault(host, {})[('compute', 'state_path')] = \
                 os.path.join(self.state_path, host)
+        # The previous release signs nothing: the new services serve it
+        # while the upgrade runs, as the upgrade notes say.
+        for name in ['conductor', 'api', 'volume'] + self.hosts:
+            if name not in self.OLD:
+                options.setdefault(name, {})[
+                    ('signing', 'allow_unsigned')] = True
         return options
 
     def guest_dir(self, server):
@@ -169,6 +179,32 @@ class RollingUpgradeTest(PreviousReleaseTestCase):
         self.wait_until(lambda: self._version('compute-2') == NEW,
                         what='compute-2 to run the new code')
         self._complete(second)
+        # Every service is new: unsigned messages are refused again.
+        self.cluster.restart('conductor', options={
+            ('signing', 'allow_unsigned'): False})
+        unsigned = messaging.get_rpc_client(
+            messaging.get_rpc_transport(
+                CONF, allowed_remote_exmods=rpc.ALLOWED_EXMODS),
+            messaging.Target(exchange=rpc.EXCHANGE, topic='volmig-conductor',
+                             version='1.0'),
+            serializer=rpc.RequestContextSerializer(), timeout=30)
+        error = self.wait_until(lambda: _refused(
+            lambda: unsigned.call(self.admin, 'service_get_all',
+                                  binary=None)),
+            what='the restarted conductor to answer')
+        self.assertIn('unsigned', str(error))
+        self._complete(self._migrate_on('compute-1'))
+
+
+def _refused(call):
+    """The refusal ``call`` raises, or None while nobody answers."""
+    try:
+        call()
+    except exception.MessageRefused as exc:
+        return exc
+    except messaging.MessagingTimeout:
+        return None
+    raise AssertionError('an unsigned call was served')
 
 
 class OldConductorTest(PreviousReleaseTestCase):
