@@ -16,6 +16,8 @@ import sys
 import fixtures
 from oslotest import base
 
+from volmig import signing
+
 UNITS_DIR = os.path.join(os.path.dirname(__file__), '..', '..', 'etc',
                          'systemd')
 UNITS = ('volmig-api', 'volmig-conductor', 'volmig-compute',
@@ -87,6 +89,15 @@ class SystemdUnitsTest(base.BaseTestCase):
             self.assertEqual('on-failure', unit['Restart'], name)
             self.assertTrue(unit['ExecStart'].startswith(
                 os.path.join(PREFIX, name) + ' '), name)
+
+    def test_every_service_reads_its_key_as_a_credential(self):
+        for name in UNITS:
+            credential, path = _read(name)['Service'][
+                'LoadCredential'].split(':')
+            self.assertEqual(signing.CREDENTIAL, credential, name)
+            self.assertEqual(
+                '/etc/volmig/volmig-volume-key.json' if name == 'volmig-volume'
+                else signing.DEFAULT_KEY_FILE, path, name)
 
     def test_compute_restart_leaves_guests_running(self):
         unit = _read('volmig-compute')['Service']

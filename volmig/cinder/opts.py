@@ -2,6 +2,8 @@
 
 from oslo_config import cfg
 
+from volmig.conf import signing
+
 GROUP = 'volmig'
 volmig_group = cfg.OptGroup(GROUP, title='volmig, for cinder-volume')
 
@@ -25,4 +27,6 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
 
 
 def list_opts():
-    return [(volmig_group, volmig_opts)]
+    # [signing] key_file: the key volmig-manage exports for this host
+    # (--service volmig-client), which signs what Cinder sends volmig.
+    return [(volmig_group, volmig_opts)] + signing.list_opts()
