@@ -30,6 +30,7 @@ import json
 import os
 import threading
 import time
+import typing
 import uuid
 
 from oslo_log import log as logging
@@ -153,7 +154,7 @@ class Keyring:
         self.path = path
         self._host = host
         self._lock = threading.Lock()
-        self._stat = None
+        self._stat: tuple | None = None
         self._checked = 0.0
         self._load()
 
@@ -256,7 +257,7 @@ class Checker:
     """Checks each message a server takes: its signature, its sender and
     its freshness; remembers nonces for ``max_age``."""
 
-    def __init__(self, keyring: Keyring | None, topic: str, server: str,
+    def __init__(self, keyring: Keyring, topic: str, server: str,
                  conf):
         self._keyring = keyring
         self._topic = topic
@@ -285,7 +286,7 @@ class Checker:
             refuse(method, claim, 'stale', 'stale: sent %.0f s ago'
                    % (time.time() - sent))
         secret = None
-        key = self._keyring.key(key_id) if self._keyring else None
+        key = self._keyring.key(key_id)
         if key is not None:
             # The sender signed for its target: this server's topic, and
             # this server or any of the topic's.
@@ -328,7 +329,8 @@ _logged: set = set()
 _LOGGED_MOST = 4096
 
 
-def refuse(method, claim: Sender | None, kind: str, reason: str):
+def refuse(method, claim: Sender | None, kind: str,
+           reason: str) -> typing.NoReturn:
     """Raises ``Refused``: logged once per sender and ``kind`` (unsigned,
     malformed, stale, forged, unknown-key, replayed, method, host),
     counted every time."""
