@@ -23,9 +23,10 @@ class UpgradeCheckTest(base.BaseTestCase):
         super().setUp()
         conf = self.useFixture(volmig_fixtures.ConfFixture())
         self.useFixture(volmig_fixtures.DatabaseFixture())
+        self.options = {('database', 'connection'): CONF.database.connection,
+                        ('signing', 'key_file'): conf.key_file}
         self.config = cluster.write_config(
-            os.path.join(conf.state_path, 'volmig.conf'),
-            {('database', 'connection'): CONF.database.connection})
+            os.path.join(conf.state_path, 'volmig.conf'), self.options)
         self.admin = volmig_context.get_admin_context()
 
     def _check(self) -> tuple[int, str]:
@@ -49,6 +50,19 @@ class UpgradeCheckTest(base.BaseTestCase):
         code, out = self._check()
         self.assertEqual(0, code, out)
         self.assertIn('1 compute agent(s), none older than', out)
+
+    def test_signing_left_open_warns_and_a_missing_key_fails(self):
+        self._compute('compute-1', compute_rpcapi.RPC_API_VERSION)
+        self.options[('signing', 'allow_unsigned')] = True
+        cluster.write_config(self.config, self.options)
+        code, out = self._check()
+        self.assertEqual(1, code, out)
+        self.assertIn('allow_unsigned is on', out)
+        self.options[('signing', 'key_file')] = self.config + '.none'
+        cluster.write_config(self.config, self.options)
+        code, out = self._check()
+        self.assertEqual(2, code, out)
+        self.assertIn('volmig-manage key create', out)
 
     def test_a_compute_older_than_the_previous_release(self):
         self._compute('compute-1', compute_rpcapi.RPC_API_VERSION)

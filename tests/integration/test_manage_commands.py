@@ -9,13 +9,16 @@ of services in ``test_operator_tools``.
 from concurrent import futures
 import os
 import subprocess
+import time
 
 import fixtures
 from oslotest import base as oslo_base
 
 from tests.integration import base
 from tests.integration import cluster
+from volmig import signing
 from volmig.cmd import manage
+from volmig.conf import CONF
 from volmig.volume_service import rpcapi as storage_rpcapi
 
 MANAGE = os.path.join(cluster.BIN_DIR, 'volmig-manage')
@@ -42,6 +45,10 @@ ARGUMENTS = {
     ('service', 'disable'): ['service', 'disable', 'volmig-compute', 'h1'],
     ('service', 'enable'): ['service', 'enable', 'volmig-compute', 'h1'],
     ('service', 'delete'): ['service', 'delete', 'volmig-compute', 'h1'],
+    ('key', 'create'): ['key', 'create'],
+    ('key', 'rotate'): ['key', 'rotate', '--window', '60'],
+    ('key', 'export'): ['key', 'export', '--service', 'volmig-compute',
+                        '--host', 'h1', '--to', '/nonexistent/key.json'],
 }
 # They read nothing but the compute host's image directory.
 LOCAL = {('image', 'list')}
@@ -67,7 +74,8 @@ class WithoutDeploymentTest(oslo_base.BaseTestCase):
                        'rpc_response_timeout = 5\n[database]\n'
                        'connection = sqlite:///%s/missing/volmig.sqlite\n'
                        '[qemu]\nimage_dir = %s/images\n'
-                       % (directory, directory))
+                       '[signing]\nkey_file = %s/missing/key.json\n'
+                       % (directory, directory, directory))
         with futures.ThreadPoolExecutor(len(ARGUMENTS)) as pool:
             results = dict(zip(ARGUMENTS, pool.map(
                 lambda args: run(config_file, args), ARGUMENTS.values()),
@@ -87,6 +95,9 @@ class WithoutDeploymentTest(oslo_base.BaseTestCase):
                       results['db', 'version'].stderr)
         self.assertEqual('error: Image tiny could not be found.\n',
                          results['image', 'delete'].stderr)
+        for action in ('rotate', 'export'):
+            self.assertIn('volmig-manage key create',
+                          results['key', action].stderr)
 
 
 class LiveTest(base.ProcessTestCase):
@@ -138,3 +149,30 @@ class LiveTest(base.ProcessTestCase):
                       ['pool', 'cancel-drain', 'pool-b'])
         self.assertEqual((1, 'error: Pool pool-b has no drain running.\n'),
                          (refused.returncode, refused.stderr))
+
+    def test_keys_rotate_while_every_service_runs(self):
+        """A new master key and the hosts' keys exported again, with no
+        service restarted: past the window the old key is refused, and
+        the agent and volmig-volume still speak with the conductor."""
+        rotated = self.manage('key', 'rotate', '--window', '3')
+        self.assertIn('key 2 signs from', rotated)
+        for service, host in (('volmig-compute', 'compute-1'),
+                              ('volmig-volume', '')):
+            self.manage('key', 'export', '--service', service, '--host',
+                        host, '--to', self.cluster.export_key(service, host))
+        _, keys = signing.read(CONF.signing.key_file)
+        [old] = [key for key in keys if key.id == 1]
+        # Past the old key's end: every message is signed with key 2.
+        self.wait_until(lambda: time.time() > old.expires + 2, timeout=30,
+                        what='the old key to expire')
+        # The conductor and the agent, both ways, and volmig-volume.
+        self.create_server(host='compute-1')
+        listed = self.manage('service', 'list')
+        for binary in ('volmig-compute', 'volmig-volume'):
+            [row] = [line for line in listed.splitlines() if binary in line]
+            self.assertIn(' up', row)
+        # No message was refused on the way: each service took up the
+        # new key as its file changed.
+        for name in ('conductor', 'api', 'compute-1', 'volume'):
+            with open(self.cluster.processes[name].log_path) as log:
+                self.assertNotIn('Refused RPC', log.read(), name)

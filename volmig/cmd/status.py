@@ -6,12 +6,14 @@ services are stopped. Exit codes are oslo.upgradecheck's: 0 success,
 """
 
 import sys
+import time
 
 from oslo_upgradecheck import upgradecheck
 from oslo_utils import versionutils
 
 from volmig import config
 from volmig import context as volmig_context
+from volmig import signing
 from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import services
@@ -104,12 +106,27 @@ class Checks(upgradecheck.UpgradeCommands):
                           % (len(stuck), ', '.join(stuck)))
         return Result(Code.SUCCESS, 'No migration needs recovery.')
 
+    def _signing(self):
+        path = signing.key_file(CONF)
+        holder, keys = signing.read(path)
+        if holder is not None:
+            return Result(Code.FAILURE, '%s holds the key of %s, not the '
+                          'master key a controller needs.' % (
+                              path, holder.service))
+        if CONF.signing.allow_unsigned:
+            return Result(Code.WARNING, '[signing] allow_unsigned is on: '
+                          'messages without a signature are served. Turn '
+                          'it off once every service is upgraded.')
+        return Result(Code.SUCCESS, 'Master key %s, %d key(s) in use.' % (
+            path, len(signing.usable(keys, time.time()))))
+
     _upgrade_checks = tuple(
         (name, _guarded(check)) for name, check in (
             ('Database schema', _schema),
             ('Compute agents', _computes),
             ('Service versions', _service_versions),
-            ('Migrations needing recovery', _migrations_needing_recovery)))
+            ('Migrations needing recovery', _migrations_needing_recovery),
+            ('RPC signing', _signing)))
 
 
 def main() -> None:
