@@ -263,7 +263,9 @@ class Checker:
         self._topic = topic
         self._server = server
         self._conf = conf
-        self._nonces: dict[str, float] = {}
+        self._nonces: set[str] = set()
+        # (until, nonce), oldest first: what to forget, and when.
+        self._order: collections.deque = collections.deque()
         self._lock = threading.Lock()
 
     def check(self, ctxt: dict, message: dict) -> Sender | None:
@@ -310,16 +312,17 @@ class Checker:
         return claim
 
     def _remember(self, nonce: str, method, claim: Sender) -> None:
+        """Each nonce is kept while its message may still be taken: up
+        to ``max_age`` either side of this clock, so twice that."""
         now = time.monotonic()
         with self._lock:
-            if nonce in self._nonces:
-                seen = True
-            else:
-                seen = False
-                self._nonces[nonce] = now + self._conf.signing.max_age
-                if len(self._nonces) % 1024 == 0:
-                    self._nonces = {n: until for n, until
-                                    in self._nonces.items() if until > now}
+            while self._order and self._order[0][0] <= now:
+                self._nonces.discard(self._order.popleft()[1])
+            seen = nonce in self._nonces
+            if not seen:
+                self._nonces.add(nonce)
+                self._order.append(
+                    (now + 2 * self._conf.signing.max_age, nonce))
         if seen:
             refuse(method, claim, 'replayed', 'replayed')
 

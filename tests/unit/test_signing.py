@@ -147,6 +147,21 @@ class SigningTest(base.BaseTestCase):
         checker.check(dict(ctxt), MESSAGE)
         self.assertIn('replayed', self.refusal(checker, dict(ctxt)))
 
+    def test_nonces_are_forgotten_once_their_messages_are_stale(self):
+        clock = [1000.0]
+        self.useFixture(fixtures.MonkeyPatch('time.monotonic',
+                                             lambda: clock[0]))
+        checker = self.conductor()
+        keyring = self.host_keyring()
+        for _ in range(3):
+            checker.check(signing.sign(keyring, CONDUCTOR_TOPIC, None,
+                                       _ctxt(), MESSAGE), MESSAGE)
+        self.assertEqual(3, len(checker._nonces))
+        clock[0] += 2 * CONF.signing.max_age
+        checker.check(signing.sign(keyring, CONDUCTOR_TOPIC, None, _ctxt(),
+                                   MESSAGE), MESSAGE)
+        self.assertEqual(1, len(checker._nonces))
+
     def test_a_stale_message_is_refused(self):
         clock = [time.time()]
         self.useFixture(fixtures.MonkeyPatch('time.time', lambda: clock[0]))
