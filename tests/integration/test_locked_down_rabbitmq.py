@@ -301,13 +301,7 @@ class CompromisedHostTest(OneUserPerService,
         self.assertEqual(count, len(self.conductor.migration_list(
             self.admin, {})))
         # ...and the real migration completes, byte-exact.
-        dst, attachment = self.copy_to_dst(server, bdm, vol)
-        number = self.write_some(writer, 20, number)
-        self.client.complete(self.ctxt, bdm['attachment_id'],
-                             attachment['id'])
-        self.client.wait_for(self.ctxt, migration['id'], states.COMPLETED)
-        self.write_some(writer, 10, number)
-        self.assert_image(dst['path'], writer)
+        self.complete_exactly(server, bdm, vol, writer, number, migration)
 
 
 def _oslo_body(message: dict, ctxt: dict) -> dict:

@@ -103,6 +103,18 @@ class QemuTestCase(base.ProcessTestCase):
             self.admin, dst['id'], server['uuid'], bdm['attach_mode'])
         return dst, attachment
 
+    def complete_exactly(self, server, bdm, vol, writer, number,
+                         migration) -> None:
+        """Be block storage for a started migration: copy src to dst
+        under writes, complete, and check dst against every write."""
+        dst, attachment = self.copy_to_dst(server, bdm, vol)
+        number = self.write_some(writer, 20, number)
+        self.client.complete(self.ctxt, bdm['attachment_id'],
+                             attachment['id'])
+        self.client.wait_for(self.ctxt, migration['id'], states.COMPLETED)
+        self.write_some(writer, 10, number)
+        self.assert_image(dst['path'], writer)
+
     def wait_for_volume(self, volume_id, statuses):
         return self.wait_until(
             lambda: (lambda v: v if v.get('migration_status') in statuses

@@ -135,14 +135,7 @@ class PreviousReleaseTestCase(test_qemu_data_path.QemuTestCase):
         return server, bdm, vol, writer, number, migration
 
     def _complete(self, run):
-        server, bdm, vol, writer, number, migration = run
-        dst, attachment = self.copy_to_dst(server, bdm, vol)
-        number = self.write_some(writer, 20, number)
-        self.client.complete(self.ctxt, bdm['attachment_id'],
-                             attachment['id'])
-        self.client.wait_for(self.ctxt, migration['id'], states.COMPLETED)
-        self.write_some(writer, 10, number)
-        self.assert_image(dst['path'], writer)
+        self.complete_exactly(*run)
 
     def _version(self, host, binary='volmig-compute'):
         [record] = [s for s in self.conductor.service_get_all(
