@@ -2,8 +2,6 @@
 
 from oslo_config import cfg
 
-from volmig.conf import signing
-
 GROUP = 'volmig'
 volmig_group = cfg.OptGroup(GROUP, title='volmig, for cinder-volume')
 
@@ -27,6 +25,6 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
 
 
 def list_opts():
-    # [signing] key_file: the key volmig-manage exports for this host
-    # (--service volmig-client), which signs what Cinder sends volmig.
-    return [(volmig_group, volmig_opts)] + signing.list_opts()
+    # cinder.conf's [signing] is volmig's own group (volmig.conf.signing),
+    # which volmig.client registers on Cinder's configuration.
+    return [(volmig_group, volmig_opts)]
