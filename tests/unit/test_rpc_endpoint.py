@@ -8,8 +8,10 @@ from oslotest import base
 import prometheus_client
 
 from tests import fixtures as volmig_fixtures
+from volmig import context as volmig_context
 from volmig import exception
 from volmig import rpc
+from volmig import signing
 
 
 class Clock:
@@ -111,3 +113,56 @@ class ServedTimeTest(base.BaseTestCase):
                               field='value', reason='odd'), self.clock).act,
                           {}, value=1.5)
         self.assertEqual((count + 2, seconds + 1.75), self.served())
+
+
+class Senders:
+
+    @rpc.endpoint
+    def operator_only(self, ctxt):
+        return 'done'
+
+    @rpc.endpoint(senders=(signing.COMPUTE,))
+    def report(self, ctxt, host):
+        signing.check_host(ctxt, host, 'report')
+        return host
+
+
+class SendersTest(base.BaseTestCase):
+    """Who may call a method, once the signature named the sender."""
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(volmig_fixtures.ConfFixture())
+
+    @staticmethod
+    def ctxt(service=None, host='compute-1'):
+        return volmig_context.RequestContext(
+            sender=signing.Sender(service, host) if service else None)
+
+    def served(self, method, ctxt, **kwargs):
+        try:
+            return getattr(Senders(), method)(ctxt, **kwargs)
+        except messaging.ExpectedException as exc:
+            raise exc.exc_info[1] from None
+
+    def test_controllers_and_the_named_kinds_only(self):
+        self.assertEqual('done', self.served(
+            'operator_only', self.ctxt(signing.CONTROLLER)))
+        # Not received over RPC (or unsigned, where the operator allows).
+        self.assertEqual('done', self.served('operator_only', self.ctxt()))
+        for kind in (signing.COMPUTE, signing.VOLUME, signing.CLIENT):
+            error = self.assertRaises(exception.MessageRefused, self.served,
+                                      'operator_only', self.ctxt(kind))
+            self.assertIn('not a method %s may call' % kind, str(error))
+        self.assertEqual('compute-1', self.served(
+            'report', self.ctxt(signing.COMPUTE), host='compute-1'))
+        self.assertRaises(exception.MessageRefused, self.served, 'report',
+                          self.ctxt(signing.VOLUME), host='compute-1')
+
+    def test_an_agent_speaks_of_its_own_host_only(self):
+        error = self.assertRaises(
+            exception.MessageRefused, self.served, 'report',
+            self.ctxt(signing.COMPUTE), host='compute-2')
+        self.assertIn('reports on its own records only', str(error))
+        self.assertEqual('compute-2', self.served(
+            'report', self.ctxt(signing.CONTROLLER), host='compute-2'))
