@@ -11,6 +11,7 @@ from oslo_utils import uuidutils
 from tests.integration import base
 from volmig import client as volmig_client
 from volmig import exception
+from volmig import signing
 from volmig import states
 
 
@@ -64,9 +65,11 @@ class MigrationOverRabbitTest(base.ProcessTestCase):
         # A block-storage service's own ConfigOpts, transport (without
         # volmig's exception modules) and oslo.context contexts.
         path = os.path.join(self.state_path, 'cinder.conf')
+        key_file = self.cluster.export_key(signing.CLIENT, 'cinder-1')
         with open(path, 'w') as conf_file:
             conf_file.write('[DEFAULT]\ntransport_url = %s\n'
-                            % self.vhost.url)
+                            '[signing]\nkey_file = %s\n'
+                            % (self.vhost.url, key_file))
         conf = cfg.ConfigOpts()
         conf(['--config-file', path], project='cinder')
         transport = messaging.get_rpc_transport(conf)

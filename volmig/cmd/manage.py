@@ -299,8 +299,6 @@ def main() -> None:
     std_logging.getLogger().handlers[:] = [std_logging.NullHandler()]
     # A command tries the broker once more, then says so; it never waits
     # for it as a service does.
-    if CONF.category.name in _SERVICES:
-        rpc.init(retry=1)
     command = _COMMANDS[(CONF.category.name, CONF.category.action)]
     result: dict = {}
 
@@ -308,6 +306,8 @@ def main() -> None:
         try:
             if CONF.category.name in _SERVICES:
                 _check_broker()
+                # Then its signing key: a command with none says so.
+                rpc.init(retry=1)
             result['status'] = command()
         except Exception as exc:
             result['error'] = _failure(exc)
