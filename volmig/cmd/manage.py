@@ -297,8 +297,6 @@ def main() -> None:
     # The libraries' log (a broker's retries) is not the command's
     # output: its one line says what failed.
     std_logging.getLogger().handlers[:] = [std_logging.NullHandler()]
-    # A command tries the broker once more, then says so; it never waits
-    # for it as a service does.
     command = _COMMANDS[(CONF.category.name, CONF.category.action)]
     result: dict = {}
 
@@ -306,7 +304,9 @@ def main() -> None:
         try:
             if CONF.category.name in _SERVICES:
                 _check_broker()
-                # Then its signing key: a command with none says so.
+                # Then its signing key: a command with none says so. It
+                # tries the broker once more, then says so; it never
+                # waits for it as a service does.
                 rpc.init(retry=1)
             result['status'] = command()
         except Exception as exc:
