@@ -23,6 +23,8 @@ class StartupRefusalTest(base.BaseTestCase):
             ('DEFAULT', 'state_path'): state,
             ('DEFAULT', 'transport_url'): 'fake://',
             ('database', 'connection'): 'sqlite:///%s/db.sqlite' % state,
+            ('signing', 'key_file'): cluster.master_key(state,
+                                                        this_process=False),
             **options}
         return cluster.write_config(os.path.join(state, 'volmig.conf'),
                                     options)
@@ -70,6 +72,14 @@ class StartupRefusalTest(base.BaseTestCase):
         self.assert_cannot_start(
             result, 'volmig-conductor', 'DriverLoadFailure: Failed to load '
             'transport driver "nonsense"')
+
+    def test_no_signing_key(self):
+        result = self._start({('signing', 'key_file'): '/nonexistent/k'},
+                             'volmig-conductor')
+        self.assert_cannot_start(
+            result, 'volmig-conductor', 'Invalid configuration: cannot read '
+            'the RPC signing key /nonexistent/k (No such file or directory)'
+            ': create it with "volmig-manage key create"')
 
     def test_no_driver_set(self):
         result = self._start({('DEFAULT', 'host'): 'refusing'})
