@@ -159,7 +159,7 @@ def endpoint(method=None, *, senders: tuple = ()):
                 signing.refuse(method.__name__, sender, 'method',
                                'not a method %s may call' % sender.service)
             signature.bind(self, ctxt, **kwargs)
-        except signing.Refused:
+        except exception.MessageRefused:
             metrics.RPC_ERRORS.labels(method=method.__name__,
                                       error='Refused').inc()
             raise
@@ -238,7 +238,7 @@ class _CheckingDispatcher(dispatcher.RPCDispatcher):
         ctxt = incoming.ctxt
         try:
             sender = self._checker.check(ctxt, incoming.message)
-        except signing.Refused:
+        except exception.MessageRefused:
             # Answered as a typed refusal, and not logged again with a
             # traceback: the checker logged it once for its sender.
             raise dispatcher.ExpectedException() from None

@@ -64,9 +64,6 @@ Sender = collections.namedtuple('Sender', 'service host')
 Key = collections.namedtuple('Key', 'id secret signs_from expires')
 
 
-Refused = exception.MessageRefused
-
-
 def derive(master: bytes, service: str, host: str) -> bytes:
     label = ('volmig-rpc\0%s\0%s' % (service, host)).encode()
     return hmac.new(master, label, hashlib.sha256).digest()
@@ -200,6 +197,15 @@ class Keyring:
                 return key
         return None
 
+    def sealing(self, topic: str, server) -> tuple[Key, bytes]:
+        """The key, and its secret, that sign a message to (topic,
+        server): a host's own, whatever the target."""
+        key = self.signing_key()
+        if self.holder is not None:
+            return key, key.secret
+        return key, derive(key.secret, *_key_identity(self.identity, topic,
+                                                      server))
+
     def secret(self, key: Key, service: str, host: str) -> bytes | None:
         """The secret for (service, host), if this keyring holds it."""
         if self.holder is None:
@@ -239,12 +245,7 @@ def sign(keyring: Keyring, topic: str, server, ctxt: dict,
          message: dict) -> dict:
     """``ctxt`` with the signature of the message to (topic, server)."""
     claim = keyring.identity
-    key = keyring.signing_key()
-    secret = keyring.secret(key, *_key_identity(claim, topic, server))
-    if secret is None:
-        raise Refused(method=message.get('method'), sender=claim.service,
-                      reason='this service holds no key to sign for %s'
-                             % topic)
+    key, secret = keyring.sealing(topic, server)
     seal = {'v': VERSION, 'key': key.id, 'service': claim.service,
             'host': claim.host, 'ts': time.time(),
             'nonce': uuid.uuid4().hex,
@@ -270,7 +271,7 @@ class Checker:
 
     def check(self, ctxt: dict, message: dict) -> Sender | None:
         """The sender the signature proves (None: an unsigned message the
-        operator allows); raises ``Refused``."""
+        operator allows); raises ``MessageRefused``."""
         seal = ctxt.get(SIGNATURE)
         method = message.get('method')
         if not isinstance(seal, dict):
@@ -334,9 +335,9 @@ _LOGGED_MOST = 4096
 
 def refuse(method, claim: Sender | None, kind: str,
            reason: str) -> typing.NoReturn:
-    """Raises ``Refused``: logged once per sender and ``kind`` (unsigned,
-    malformed, stale, forged, unknown-key, replayed, method, host),
-    counted every time."""
+    """Raises ``MessageRefused``: logged once per sender and ``kind``
+    (unsigned, malformed, stale, forged, unknown-key, replayed, method,
+    host), counted every time."""
     who = '%s on %s' % claim if claim else 'an unknown sender'
     metrics.RPC_REFUSED.labels(sender=claim.service if claim else 'unknown',
                                reason=kind).inc()
@@ -346,7 +347,8 @@ def refuse(method, claim: Sender | None, kind: str,
         LOG.warning('Refused RPC %(method)s from %(who)s: %(reason)s '
                     '(logged once per sender and reason)',
                     {'method': method, 'who': who, 'reason': reason})
-    raise Refused(method=method, sender=who, reason=reason)
+    raise exception.MessageRefused(method=method, sender=who,
+                                   reason=reason)
 
 
 def speaks_for(ctxt, host: str) -> bool:

@@ -54,8 +54,8 @@ class SigningTest(base.BaseTestCase):
         return signing.Keyring(path, 'ignored')
 
     def refusal(self, checker, ctxt, message=MESSAGE) -> str:
-        error = self.assertRaises(signing.Refused, checker.check, ctxt,
-                                  message)
+        error = self.assertRaises(exception.MessageRefused, checker.check,
+                                  ctxt, message)
         return str(error)
 
     def conductor(self):
@@ -230,7 +230,7 @@ class RotationTest(base.BaseTestCase):
         self.master._checked = 0
         self.checker.check(self.sent_with(2), MESSAGE)
         self.assertIn('unknown key 1', str(self.assertRaises(
-            signing.Refused, self.checker.check, self.sent_with(1),
+            exception.MessageRefused, self.checker.check, self.sent_with(1),
             MESSAGE)))
 
     def test_a_changed_file_is_read_again(self):
