@@ -125,15 +125,21 @@ def new_key(key_id: int, signs_from: float) -> Key:
     return Key(key_id, os.urandom(KEY_BYTES), signs_from, None)
 
 
-def export(master_file: str, service: str, host: str, path: str) -> None:
-    """Writes ``service``'s own keys on ``host`` to ``path``: each usable
-    master key's, derived for it."""
-    holder, keys = read(master_file)
+def read_master(path: str) -> list[Key]:
+    """The master keys in ``path``; a host's key file is refused."""
+    holder, keys = read(path)
     if holder is not None:
         raise exception.ConfigurationError(
             reason='%s holds the key of %s on "%s", not the master key: run '
-                   'this on a controller' % (master_file, holder.service,
+                   'this on a controller' % (path, holder.service,
                                              holder.host))
+    return keys
+
+
+def export(master_file: str, service: str, host: str, path: str) -> None:
+    """Writes ``service``'s own keys on ``host`` to ``path``: each usable
+    master key's, derived for it."""
+    keys = read_master(master_file)
     write(path, Sender(service, host), [
         key._replace(secret=derive(key.secret, service, host))
         for key in usable(keys, time.time())])
@@ -229,12 +235,13 @@ def _canonical(value) -> bytes:
     return json.dumps(plain, sort_keys=True, separators=(',', ':')).encode()
 
 
-def _mac(secret: bytes, seal: dict, topic: str, server, ctxt: dict,
+def _mac(secret: bytes, seal: dict, topic: str, ctxt: dict,
          message: dict) -> str:
-    """Over the seal, the target, the message and the context's signed
-    fields (the transport adds its own, ``client_timeout``, on the way)."""
+    """Over the seal (with the server it was sent to), the topic, the
+    message and the context's signed fields (the transport adds its own,
+    ``client_timeout``, on the way)."""
     body = [VERSION, seal['key'], seal['service'], seal['host'], seal['ts'],
-            seal['nonce'], topic, server, seal['fields'],
+            seal['nonce'], topic, seal['server'], seal['fields'],
             [ctxt.get(field) for field in seal['fields']],
             message.get('method'), message.get('namespace'),
             message.get('version'), message.get('args', {})]
@@ -248,9 +255,9 @@ def sign(keyring: Keyring, topic: str, server, ctxt: dict,
     key, secret = keyring.sealing(topic, server)
     seal = {'v': VERSION, 'key': key.id, 'service': claim.service,
             'host': claim.host, 'ts': time.time(),
-            'nonce': uuid.uuid4().hex,
+            'nonce': uuid.uuid4().hex, 'server': server,
             'fields': sorted(field for field in ctxt if field != SIGNATURE)}
-    seal['mac'] = _mac(secret, seal, topic, server, ctxt, message)
+    seal['mac'] = _mac(secret, seal, topic, ctxt, message)
     return dict(ctxt, **{SIGNATURE: seal})
 
 
@@ -283,27 +290,21 @@ class Checker:
             key_id, sent, nonce, mac = (int(seal['key']), float(seal['ts']),
                                         str(seal['nonce']), str(seal['mac']))
             fields = [str(field) for field in seal['fields']]
+            server = seal['server']
         except (KeyError, TypeError, ValueError):
             refuse(method, None, 'malformed', 'malformed signature')
         if abs(time.time() - sent) > self._conf.signing.max_age:
             refuse(method, claim, 'stale', 'stale: sent %.0f s ago'
                    % (time.time() - sent))
-        secret = None
         key = self._keyring.key(key_id)
-        if key is not None:
-            # The sender signed for its target: this server's topic, and
-            # this server or any of the topic's.
-            for server in (self._server, None):
-                secret = self._keyring.secret(key, *_key_identity(
-                    claim, self._topic, server))
-                if secret is not None and hmac.compare_digest(
-                        mac, _mac(secret, seal, self._topic, server, ctxt,
-                                  message)):
-                    break
-                secret = None
         if key is None:
             refuse(method, claim, 'unknown-key', 'unknown key %d' % key_id)
-        if secret is None:
+        # Sent to this server, or to any of the topic's.
+        secret = (self._keyring.secret(key, *_key_identity(
+            claim, self._topic, server))
+            if server in (None, self._server) else None)
+        if secret is None or not hmac.compare_digest(
+                mac, _mac(secret, seal, self._topic, ctxt, message)):
             refuse(method, claim, 'forged',
                    'forged: the signature does not match')
         self._remember(nonce, method, claim)
@@ -326,7 +327,6 @@ class Checker:
                     (now + 2 * self._conf.signing.max_age, nonce))
         if seen:
             refuse(method, claim, 'replayed', 'replayed')
-
 
 
 _logged: set = set()

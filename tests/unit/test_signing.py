@@ -25,12 +25,11 @@ def forge(key: signing.Key, claim: signing.Sender, topic: str, server,
     """A context signed with ``key`` for any claim, as a holder of that
     key can make one."""
     seal = {'v': 1, 'key': key.id, 'service': claim.service,
-            'host': claim.host, 'ts': time.time(), 'nonce': os.urandom(
-                16).hex()}
+            'host': claim.host, 'ts': time.time(), 'server': server,
+            'nonce': os.urandom(16).hex()}
     ctxt = _ctxt()
     seal['fields'] = sorted(ctxt)
-    seal['mac'] = signing._mac(key.secret, seal, topic, server, ctxt,
-                               message)
+    seal['mac'] = signing._mac(key.secret, seal, topic, ctxt, message)
     ctxt[signing.SIGNATURE] = seal
     return ctxt
 
@@ -103,6 +102,7 @@ class SigningTest(base.BaseTestCase):
             lambda c, m: c.pop('request_id'),
             lambda c, m: c[signing.SIGNATURE].update(ts=time.time() + 1),
             lambda c, m: c[signing.SIGNATURE].update(nonce='0' * 32),
+            lambda c, m: c[signing.SIGNATURE].update(server='other'),
         ]
         for change in changes:
             message = {'method': MESSAGE['method'],

@@ -33,11 +33,7 @@ def rotate() -> None:
     """A new key, used to sign ``window`` seconds from now; the keys it
     replaces are accepted for another ``window`` after that."""
     path = signing.key_file(CONF)
-    holder, keys = signing.read(path)
-    if holder is not None:
-        raise exception.ConfigurationError(
-            reason='%s holds the key of %s, not the master key: rotate on a '
-                   'controller' % (path, holder.service))
+    keys = signing.read_master(path)
     now, window = time.time(), CONF.category.window
     kept = [key._replace(expires=key.expires or now + 2 * window)
             for key in signing.usable(keys, now)]

@@ -13,6 +13,7 @@ from oslo_utils import versionutils
 
 from volmig import config
 from volmig import context as volmig_context
+from volmig import exception
 from volmig import signing
 from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
@@ -108,11 +109,10 @@ class Checks(upgradecheck.UpgradeCommands):
 
     def _signing(self):
         path = signing.key_file(CONF)
-        holder, keys = signing.read(path)
-        if holder is not None:
-            return Result(Code.FAILURE, '%s holds the key of %s, not the '
-                          'master key a controller needs.' % (
-                              path, holder.service))
+        try:
+            keys = signing.read_master(path)
+        except exception.ConfigurationError as exc:
+            return Result(Code.FAILURE, exc.message)
         if CONF.signing.allow_unsigned:
             return Result(Code.WARNING, '[signing] allow_unsigned is on: '
                           'messages without a signature are served. Turn '
