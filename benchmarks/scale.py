@@ -1,18 +1,22 @@
 """200 migrations over 20 agents, against bare oslo.messaging calls.
 
-Separate volmig-conductor and volmig-api processes, and 20 compute agents
-(fake driver) as RPC servers in a few processes, on RabbitMQ (a vhost of
+Separate volmig-conductor and volmig-api processes (``--conductors`` and
+``--apis`` of each), and 20 compute agents (fake driver) as RPC servers
+in agent pools of ``--agents-per-process``, on RabbitMQ (a vhost of
 their own) and PostgreSQL (a database of their own; SQLite with
 ``--db-url sqlite:///...``). Each migration runs start, complete and its
 commit job (``--job-seconds`` of simulated copy, reported as the real
 driver reports it), from ``--concurrency`` client threads, as a
 block-storage service would drive it.
 
-It prints migrations per second from the first start to the last
-completed, against the same number of bare oslo.messaging calls per second
-from as many threads in the same run (a goal of >= 0.25 once), the
-conductor's CPU, and the progress reports the conductor received per
-migration.
+It prints the heartbeats' load while nothing migrates (their requests,
+the conductors' CPU and database statements per second), migrations per
+second from the first start to the last completed, against the same
+number of bare oslo.messaging calls per second from as many threads in
+the same run, the conductors' CPU per migration (with and without the
+heartbeats' share), what grew per migration (the vhost's queues, the
+broker's connections, each table's rows), and the progress reports the
+conductors received per migration.
 """
 
 # The backend must be chosen before oslo.messaging is imported.
@@ -27,9 +31,9 @@ import sys  # noqa: E402
 import time  # noqa: E402
 
 import fixtures  # noqa: E402
-import sqlalchemy as sa  # noqa: E402
 
-from benchmarks import rpc_start  # noqa: E402
+from benchmarks import baselines  # noqa: E402
+from benchmarks import footprint  # noqa: E402
 from benchmarks import served  # noqa: E402
 from tests import fixtures as test_fixtures  # noqa: E402
 from tests.integration import base as integration_base  # noqa: E402
@@ -47,20 +51,6 @@ from volmig.db import schema as schema  # noqa: E402
 
 POSTGRESQL = 'postgresql+psycopg2://postgres@127.0.0.1:5432/postgres'
 PROGRESS = 'migration_report_progress'
-
-
-def machine_busy_seconds() -> float:
-    """CPU seconds every core of the machine has spent busy so far."""
-    with open('/proc/stat') as stat:
-        fields = [int(value) for value in stat.readline().split()[1:]]
-    idle = fields[3] + fields[4]
-    return (sum(fields[:8]) - idle) / os.sysconf('SC_CLK_TCK')
-
-
-def cpu_seconds(pid: int) -> float:
-    with open('/proc/%d/stat' % pid) as stat:
-        fields = stat.read().rsplit(')', 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
 def wait_for_agents(hosts: list[str], timeout: float = 120) -> None:
@@ -89,13 +79,20 @@ def start_agents(services, hosts, per_process, job_seconds, tmp):
         config = cluster.write_config(
             os.path.join(tmp, 'agents-%s-%d.conf' % (job_seconds, first)),
             {('fake_driver', 'job_seconds'): job_seconds,
-             ('metrics', 'port'): ports[-1]})
+             ('metrics', 'port'): ports[-1],
+             # futurist starts a thread for every request until the pool
+             # is full: a real host's 64 are 6,400 threads in a pool of
+             # 100 agents, which stalled 2,000 migrations on 2 cores.
+             # A simulated host needs a few.
+             ('DEFAULT', 'executor_thread_pool_size'): 4})
         pools.append((group, services.useFixture(cluster.ServiceProcess(
             'agent-pool', [services.config_file, config], tmp,
             'agents-%s-%d' % (job_seconds, first), command=[
                 sys.executable, '-m', 'benchmarks.agent_pool', '--hosts',
                 ','.join(group)]))))
-    deadline = time.monotonic() + 120
+    # Measured: 1,000 agents in ten pools took about 3 minutes to start
+    # on 2 cores.
+    deadline = time.monotonic() + 120 + len(hosts)
     for group, pool in pools:
         while True:
             try:
@@ -114,8 +111,9 @@ def start_agents(services, hosts, per_process, job_seconds, tmp):
     return [pool for _, pool in pools], ports
 
 
-def servers(count: int, workers: int) -> list[dict]:
-    """Servers with a volume each, spread over the agents."""
+def servers(count: int, workers: int, timeout: float = 600) -> list[dict]:
+    """Servers with a volume each, spread over the agents; each must be
+    active within ``timeout`` seconds, or the run fails naming it."""
     admin = volmig_context.get_admin_context()
     conductor = conductor_rpcapi.ConductorAPI()
     volumes = block_storage.get_adapter()
@@ -125,11 +123,16 @@ def servers(count: int, workers: int) -> list[dict]:
         [server] = conductor.build_instances(
             admin, 'scale', [{'volume_id': src['id'], 'boot_index': 0}], 1,
             None)
+        deadline = time.monotonic() + timeout
         while True:
             built = conductor.instance_get(admin, server['uuid'])
             if built['vm_state'] == states.VM_ACTIVE:
                 return built
-            time.sleep(0.1)
+            if time.monotonic() > deadline:
+                raise RuntimeError('server %s on %s is %s after %d s' % (
+                    built['uuid'], built['host'], built['vm_state'],
+                    timeout))
+            time.sleep(0.5)
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         return list(pool.map(one, range(count)))
 
@@ -182,41 +185,36 @@ def migrate_all(pairs, workers: int) -> float:
         time.sleep(0.1)
 
 
-def bare_rate(count: int, workers: int) -> float:
-    ctxt = volmig_context.get_service_context()
-    server = rpc.get_server('volmig-bench-echo', 'bench',
-                            [rpc_start.Echo()])
-    server.start()
-    try:
-        echo = rpc.get_client('volmig-bench-echo', '1.0').prepare(
-            server='bench')
-        echo.call(ctxt, 'echo', value='warm-up')
-        began = time.perf_counter()
-        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            list(pool.map(lambda _: echo.call(ctxt, 'echo', value='x'),
-                          range(count)))
-        return count / (time.perf_counter() - began)
-    finally:
-        server.stop()
-        server.wait()
+def heartbeats(conductors: list[int], ports: list[int],
+               seconds: float) -> dict:
+    """What the heartbeats cost while nothing migrates, per second: the
+    requests served, the conductors' CPU and database statements."""
+    served_before = served.requests_served(ports)
+    sent_before = served.statements_sent(ports)
+    cpu_before = footprint.cpu_seconds(*conductors)
+    time.sleep(seconds)
+    requests = served.served_since(served_before, ports)
+    return {'requests': sum(requests.values()) / seconds,
+            'updates': requests.get('service_update', 0) / seconds,
+            'cpu': (footprint.cpu_seconds(*conductors) - cpu_before)
+            / seconds,
+            'statements': (served.statements_sent(ports) - sent_before)
+            / seconds}
 
 
-def bare_statements_busy(count: int, workers: int) -> float:
-    """Machine CPU seconds for ``count`` statements that do nothing
-    (``SELECT 1``), five to a transaction, from as many threads, on the
-    migrations' database: less than any statement of a migration costs,
-    as their transactions hold two to five."""
-    ctxt = volmig_context.get_admin_context()
-
-    def five(_):
-        with db_api.transaction(ctxt) as session:
-            for _ in range(5):
-                session.execute(sa.text('SELECT 1'))
-
-    busy_before = machine_busy_seconds()
-    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        list(pool.map(five, range(count // 5)))
-    return machine_busy_seconds() - busy_before
+def spawn_more(services, binary: str, name: str, count: int,
+               tmp: str) -> list[int]:
+    """``count - 1`` more processes of ``binary``; their metrics ports."""
+    ports = []
+    for number in range(2, count + 1):
+        ports.append(integration_base.free_port())
+        options = {('DEFAULT', 'host'): '%s-%d' % (name, number),
+                   ('metrics', 'port'): ports[-1]}
+        if binary == 'volmig-api':
+            options[('api', 'port')] = integration_base.free_port()
+        services.spawn(binary, '%s-%d' % (name, number), cluster.write_config(
+            os.path.join(tmp, '%s-%d.conf' % (name, number)), options))
+    return ports
 
 
 def main() -> None:
@@ -224,8 +222,18 @@ def main() -> None:
     parser.add_argument('--migrations', type=int, default=200)
     parser.add_argument('--agents', type=int, default=20)
     parser.add_argument('--agents-per-process', type=int, default=5)
+    parser.add_argument('--conductors', type=int, default=1)
+    parser.add_argument('--apis', type=int, default=1)
     parser.add_argument('--concurrency', type=int, default=20)
     parser.add_argument('--job-seconds', type=float, default=2.0)
+    parser.add_argument('--no-copying', action='store_true',
+                        help='skip the second run, whose commit jobs copy '
+                             'for --job-seconds')
+    parser.add_argument('--report-interval', type=int, default=10,
+                        help="each service's heartbeat, in seconds "
+                             "(default: %(default)s, as Nova's)")
+    parser.add_argument('--idle-seconds', type=float, default=30,
+                        help='how long the heartbeats are measured alone')
     parser.add_argument('--db-url', default=POSTGRESQL,
                         help='a database server to make a database on, or '
                              'a sqlite:/// URL (default: %(default)s)')
@@ -252,69 +260,97 @@ def main() -> None:
             hosts = ['compute-%d' % n for n in range(1, args.agents + 1)]
             services = cluster.Cluster(
                 tmp.path, vhost.url, db_url, [], options={
-                    ('DEFAULT', 'report_interval'): 5,
-                    ('DEFAULT', 'service_down_time'): 60,
+                    ('DEFAULT', 'report_interval'): args.report_interval,
+                    ('DEFAULT', 'service_down_time'):
+                        6 * args.report_interval,
                     ('DEFAULT', 'rpc_response_timeout'): 120,
                     ('compute', 'job_poll_interval'): 0.1},
                 process_options={
                     'conductor': {('metrics', 'port'): conductor_port},
                     'api': {('metrics', 'port'): api_port}})
             with services:
+                conductor_ports = [conductor_port] + spawn_more(
+                    services, 'volmig-conductor', 'conductor',
+                    args.conductors, tmp.path)
+                api_ports = [api_port] + spawn_more(
+                    services, 'volmig-api', 'api', args.apis, tmp.path)
                 # Control plane alone: jobs end at once.
                 agents, agent_ports = start_agents(
                     services, hosts, args.agents_per_process, 0, tmp.path)
                 wait_for_agents(hosts)
+                conductors = [process.process.pid for name, process in
+                              services.processes.items()
+                              if name.startswith('conductor')]
+                ports = conductor_ports + api_ports + agent_ports
+                idle = heartbeats(conductors, conductor_ports,
+                                  args.idle_seconds)
                 built = servers(args.migrations, args.concurrency)
                 pairs = destinations(built, args.concurrency)
-                # Ten times as many bare calls as migrations: long enough
-                # for /proc/stat's ticks to measure their CPU.
-                bare_calls = 10 * args.migrations
-                busy_before = machine_busy_seconds()
-                bare = bare_rate(bare_calls, args.concurrency)
-                bare_busy = machine_busy_seconds() - busy_before
+                # Ten times as many bare calls as migrations (at least
+                # 2,000): long enough for /proc/stat's ticks to measure
+                # their CPU.
+                bare_calls = min(10 * args.migrations, 2000)
+                busy_before = footprint.machine_busy_seconds()
+                bare = baselines.bare_rate(bare_calls, args.concurrency)
+                bare_busy = footprint.machine_busy_seconds() - busy_before
                 bare_statements = 10 * bare_calls
-                statement_busy = bare_statements_busy(bare_statements,
-                                                      args.concurrency)
-                conductor = services.processes['conductor'].process.pid
-                ports = [conductor_port, api_port] + agent_ports
+                statement_busy = baselines.bare_statements_busy(
+                    bare_statements, args.concurrency)
+                engine = db_api.get_engine()
+                left_before = dict(footprint.broker(vhost.name),
+                                   **footprint.rows(engine))
                 served_before = served.requests_served(ports)
                 sent_before = served.statements_sent(ports)
-                cpu_before = cpu_seconds(conductor)
-                busy_before = machine_busy_seconds()
+                cpu_before = footprint.cpu_seconds(*conductors)
+                busy_before = footprint.machine_busy_seconds()
                 seconds = migrate_all(pairs, args.concurrency)
-                cpu = cpu_seconds(conductor) - cpu_before
-                busy = machine_busy_seconds() - busy_before
+                cpu = footprint.cpu_seconds(*conductors) - cpu_before
+                busy = footprint.machine_busy_seconds() - busy_before
                 requests = served.served_since(served_before, ports)
                 sent = served.statements_sent(ports) - sent_before
+                left = dict(footprint.broker(vhost.name),
+                            **footprint.rows(engine))
+                reports = copying = 0
                 # Then each commit job copies for a while, as QEMU's do.
-                for agent in agents:
+                for agent in agents if not args.no_copying else ():
                     agent.stop()
-                start_agents(services, hosts, args.agents_per_process,
-                             args.job_seconds, tmp.path)
-                # The fake driver's guests died with their agents.
-                pairs = destinations(servers(args.migrations,
-                                             args.concurrency),
-                                     args.concurrency)
-                reports_before = served.requests_served([conductor_port])
-                copying = migrate_all(pairs, args.concurrency)
-                reports = served.served_since(
-                    reports_before, [conductor_port]).get(PROGRESS, 0)
+                if not args.no_copying:
+                    start_agents(services, hosts, args.agents_per_process,
+                                 args.job_seconds, tmp.path)
+                    # The fake driver's guests died with their agents.
+                    pairs = destinations(servers(args.migrations,
+                                                 args.concurrency),
+                                         args.concurrency)
+                    reports_before = served.requests_served(conductor_ports)
+                    copying = migrate_all(pairs, args.concurrency)
+                    reports = served.served_since(
+                        reports_before, conductor_ports).get(PROGRESS, 0)
             rpc.cleanup()
         finally:
             drop()
 
     rate = args.migrations / seconds
     print('RabbitMQ 127.0.0.1, database %s; %d agents in %d processes, '
-          '%d client threads, %.1f s simulated copy per job'
+          '%d conductors, %d APIs, %d client threads, heartbeats every '
+          '%d s, %.1f s simulated copy per job'
           % (db_url.split(':', 1)[0], args.agents,
-             -(-args.agents // args.agents_per_process), args.concurrency,
+             -(-args.agents // args.agents_per_process), args.conductors,
+             args.apis, args.concurrency, args.report_interval,
              args.job_seconds))
+    print('heartbeats while nothing migrates: %.1f service_update/s of '
+          '%.1f requests/s; conductors: %.0f ms CPU/s, %.1f database '
+          'statements/s' % (idle['updates'], idle['requests'],
+                            1000 * idle['cpu'], idle['statements']))
     print('bare oslo.messaging calls: %8.1f /s' % bare)
     print('migrations start->completed: %6.2f /s (%d in %.1f s)'
           % (rate, args.migrations, seconds))
     print('migrations / bare calls: %.3f (target >= 0.25)' % (rate / bare))
     print('conductor CPU: %.1f s, %.0f%% of one core, %.0f ms per migration'
-          % (cpu, 100 * cpu / seconds, 1000 * cpu / args.migrations))
+          ' (%.0f ms less the heartbeats at their idle rate)'
+          % (cpu, 100 * cpu / seconds, 1000 * cpu / args.migrations,
+             1000 * (cpu - idle['cpu'] * seconds) / args.migrations))
+    print('grew per migration: %s' % footprint.growth(left_before, left,
+                                                      args.migrations))
     print('machine CPU: %.0f ms per migration, %.1f of %d cores busy'
           % (1000 * busy / args.migrations, busy / seconds,
              os.cpu_count() or 0))
@@ -343,9 +379,11 @@ def main() -> None:
     print('if each request cost a bare call and each statement a bare '
           'statement: %.1f bare calls of CPU per migration (goal <= 12)'
           % floor)
-    print('with %.1f s commit jobs: %d migrations in %.1f s, %.1f progress '
-          'reports per migration' % (args.job_seconds, args.migrations,
-                                     copying, reports / args.migrations))
+    if not args.no_copying:
+        print('with %.1f s commit jobs: %d migrations in %.1f s, %.1f '
+              'progress reports per migration'
+              % (args.job_seconds, args.migrations, copying,
+                 reports / args.migrations))
 
 
 if __name__ == '__main__':

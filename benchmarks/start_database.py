@@ -38,6 +38,7 @@ from volmig.compute import rpcapi as compute_rpcapi  # noqa: E402
 from volmig.compute.drivers import base as driver_base  # noqa: E402
 from volmig.conductor import migrations  # noqa: E402
 from volmig.db import api as db  # noqa: E402
+from volmig.db import services as service_db  # noqa: E402
 
 POSTGRESQL = 'postgresql+psycopg2://postgres@127.0.0.1:5432/postgres'
 
@@ -75,7 +76,7 @@ class Counter:
 
 def one_server(ctxt) -> dict:
     """One running server on host h1 with one attached volume."""
-    db.service_update(ctxt, compute_rpcapi.BINARY, 'h1',
+    service_db.update(ctxt, compute_rpcapi.BINARY, 'h1',
                       compute_rpcapi.TOPIC, compute_rpcapi.RPC_API_VERSION,
                       {driver_base.LIVE_VOLUME_MIGRATION: True,
                        driver_base.MULTIATTACH: True})

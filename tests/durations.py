@@ -2,13 +2,15 @@
 run balances its workers by time rather than by count (by count, one CI
 worker ran 31 minutes of integration tests and the other 23).
 
-    stestr list | python -m tests.durations save CLONE tests/durations.json
+    stestr list | python -m tests.durations save RECORD tests/durations.json
     python -m tests.durations stream tests/durations.json | \\
-        stestr load --force-init
+        stestr --repo-url RECORD load --force-init
 
-``save`` takes the times that CLONE's ``.stestr`` recorded for the listed
-tests; ``stream`` writes a subunit v2 stream with one passing test per
-entry, lasting its recorded time, which stestr records and schedules by.
+``save`` takes the times that the stestr record in RECORD (a directory
+holding ``.stestr``; tools/run-tests.sh keeps one a stage, in
+``build/stestr/<stage>``) recorded for the listed tests; ``stream``
+writes a subunit v2 stream with one passing test per entry, lasting its
+recorded time, which stestr records and schedules by.
 """
 
 import datetime

@@ -14,6 +14,7 @@ from volmig import signing
 from volmig.conf import CONF
 from volmig.conf import opts
 from volmig.db import api as db_api
+from volmig.db import models
 from volmig.db import schema
 
 # Set to a PostgreSQL or MySQL URL (of a user that may create databases)
@@ -43,10 +44,18 @@ class ConfFixture(fixtures.Fixture):
 
 
 class DatabaseFixture(fixtures.Fixture):
-    """A fresh, migrated database for one test."""
+    """A fresh database for one test, migrated to ``revision``, on
+    ``server_url`` (a user's URL with no database), else the
+    environment's server."""
+
+    def __init__(self, server_url: str | None = None,
+                 revision: str = 'head'):
+        super().__init__()
+        self.server_url = server_url
+        self.revision = revision
 
     def _setUp(self):
-        server_url = os.environ.get(DB_URL_VARIABLE)
+        server_url = self.server_url or os.environ.get(DB_URL_VARIABLE)
         if server_url:
             url = self._create_database(server_url)
         else:
@@ -56,7 +65,7 @@ class DatabaseFixture(fixtures.Fixture):
         self.addCleanup(CONF.clear_override, 'connection', group='database')
         db_api.configure(url)
         self.addCleanup(lambda: db_api.get_engine().dispose())
-        schema.upgrade()
+        schema.upgrade(self.revision)
 
     def _create_database(self, server_url: str) -> str:
         url, drop = create_database(server_url)
@@ -67,9 +76,14 @@ class DatabaseFixture(fixtures.Fixture):
 def create_database(server_url: str, prefix: str = 'volmig_test'):
     """A fresh database on a server; returns (its url, drop)."""
     name = '%s_%s' % (prefix, uuid.uuid4().hex[:12])
-    admin = sa.create_engine(server_url, isolation_level='AUTOCOMMIT')
+    # Pinged before use: a database node may have gone under a test.
+    admin = sa.create_engine(server_url, isolation_level='AUTOCOMMIT',
+                             pool_pre_ping=True)
     with admin.connect() as connection:
-        connection.execute(sa.text('CREATE DATABASE %s' % name))
+        # MySQL's own utf8 is three bytes a character at most.
+        charset = (' CHARACTER SET utf8mb4'
+                   if admin.dialect.name in models.MYSQL else '')
+        connection.execute(sa.text('CREATE DATABASE %s%s' % (name, charset)))
 
     # A service thread of the test may still hold a connection for a
     # moment after the test ends; PostgreSQL ends it rather than refuse.

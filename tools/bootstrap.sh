@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares a fresh Debian machine for volmig: system packages (RabbitMQ,
-# QEMU), a virtualenv with volmig and its test requirements in .venv, and a
-# running RabbitMQ.
+# QEMU, MariaDB, HAProxy), a virtualenv with volmig and its test
+# requirements in .venv, and running RabbitMQ, PostgreSQL and MariaDB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +14,10 @@ command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 # Cinder's NFS driver runs mount.nfs when it sets up its shares.
 command -v mount.nfs >/dev/null 2>&1 || need_apt+=(nfs-common)
 command -v pg_ctlcluster >/dev/null 2>&1 || need_apt+=(postgresql)
+# MariaDB: the unit and functional tests run on it too; its Galera
+# provider (galera-4, a dependency) and HAProxy make the tests' cluster.
+command -v mariadbd >/dev/null 2>&1 || need_apt+=(mariadb-server)
+command -v haproxy >/dev/null 2>&1 || need_apt+=(haproxy)
 python3 -m venv --help >/dev/null 2>&1 || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
@@ -88,6 +92,12 @@ background guest-image tools/build-guest-image.sh
 if ! rabbitmqctl -q status >/dev/null 2>&1; then
     echo "Starting RabbitMQ"
     rabbitmq-server -detached
+    # -detached returns before the node has registered with epmd, and
+    # await_startup gives up at once on a node that is not there yet.
+    for _ in $(seq 60); do
+        rabbitmqctl -q ping >/dev/null 2>&1 && break
+        sleep 1
+    done
 fi
 rabbitmqctl -q await_startup --timeout 120
 # The tests make and drop a vhost each over the management API: a
@@ -107,6 +117,24 @@ for _ in $(seq 30); do
 done
 pg_isready -h 127.0.0.1 -p 5432
 
+# MariaDB, and the tests' user on it (root logs in over the socket only).
+if ! mariadb-admin -uroot ping >/dev/null 2>&1; then
+    echo "Starting MariaDB"
+    # Not the init script: it pings with credentials of its own that a
+    # machine set up by hand may not have, and calls a healthy server
+    # failed.
+    install -d -o mysql -g mysql /run/mysqld
+    start-stop-daemon --start --oknodo --background --chuid mysql \
+        --exec /usr/sbin/mariadbd
+    for _ in $(seq 60); do
+        mariadb-admin -uroot ping >/dev/null 2>&1 && break
+        sleep 1
+    done
+fi
+mariadb -uroot -e "CREATE USER IF NOT EXISTS 'volmig_test'@'127.0.0.1'
+    IDENTIFIED BY 'volmig_test';
+    GRANT ALL ON *.* TO 'volmig_test'@'127.0.0.1';"
+
 # Every job left to wait for: 'wait PID' fails as its job failed.
 for job in "${jobs[@]}"; do
     wait "$job"
@@ -115,5 +143,5 @@ done
 # only now, as two editable installs would write volmig.egg-info at once.
 .venv-cinder/bin/pip install -q --no-deps -e .
 echo "volmig is installed in .venv, Cinder in .venv-cinder, Keystone in"
-echo ".venv-keystone; RabbitMQ and PostgreSQL are running; volmig-guest is"
+echo ".venv-keystone; RabbitMQ, PostgreSQL and MariaDB are running; volmig-guest is"
 echo "in build/guest-image."

@@ -39,10 +39,10 @@ from volmig import exception
 from volmig import rpc
 from volmig import states
 
-__version__ = '1.5.0'
+__version__ = '1.6.0'
 
 TOPIC = 'volmig-api'
-RPC_API_VERSION = '1.0'
+RPC_API_VERSION = '1.1'
 # From these on, the caller may remove src.
 SRC_RELEASED_OR_LATER = states.COMPLETE_REQUESTED - {states.COMPLETING}
 
@@ -98,10 +98,10 @@ class MigrationClient:
         return rpc.until_answered(
             lambda: self._call(ctxt, method, **kwargs), method)
 
-    def _call(self, ctxt, method, **kwargs):
+    def _call(self, ctxt, method, version='1.0', **kwargs):
         try:
-            return self._client.prepare(version='1.0').call(ctxt, method,
-                                                            **kwargs)
+            return self._client.prepare(version=version).call(ctxt, method,
+                                                               **kwargs)
         except messaging.RemoteError as exc:
             raise _typed(exc) from None
 
@@ -148,9 +148,15 @@ class MigrationClient:
         """By migration id, or the latest migration of a src attachment."""
         return self._ask(ctxt, 'migration_get', migration_ref=migration_ref)
 
-    def list(self, ctxt, **filters) -> list[dict]:
-        """Filters: status, instance_uuid, volume_id, host."""
-        return self._ask(ctxt, 'migration_list', filters=filters)
+    def list(self, ctxt, limit: int | None = None, marker: str | None = None,
+             **filters) -> list[dict]:
+        """Filters: status, instance_uuid, volume_id, host. With ``limit``
+        or ``marker`` (volmig-api RPC 1.1): at most ``limit`` migrations,
+        oldest first, after the migration ``marker``."""
+        if limit is None and marker is None:
+            return self._ask(ctxt, 'migration_list', filters=filters)
+        return self._ask(ctxt, 'migration_list', version='1.1',
+                         filters=filters, limit=limit, marker=marker)
 
     def wait_for(self, ctxt, migration_id: str, statuses,
                  timeout: float = 300) -> dict:

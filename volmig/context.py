@@ -39,6 +39,11 @@ class RequestContext(context.RequestContext):
     def is_service(self) -> bool:
         return 'service' in self.roles
 
+    @property
+    def sees_every_project(self) -> bool:
+        """Admins, and services acting for users, see every project."""
+        return self.is_admin or self.is_service
+
     def to_dict(self) -> dict:
         values = super().to_dict()
         values['service_catalog'] = self.service_catalog

@@ -57,6 +57,10 @@ class InvalidInput(Invalid):
     msg_fmt = 'Invalid input for %(field)s: %(reason)s'
 
 
+class MarkerNotFound(Invalid):
+    msg_fmt = 'marker [%(marker)s] not found'
+
+
 class InvalidAttachMode(Invalid):
     msg_fmt = ('Invalid attach_mode %(mode)r: it must be the string "rw" '
                'or "ro".')

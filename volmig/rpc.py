@@ -176,7 +176,11 @@ def endpoint(method=None, *, senders: tuple = ()):
             metrics.RPC_ERRORS.labels(method=method.__name__,
                                       error=error).inc()
             raise
-        except messaging.MessagingTimeout:
+        except messaging.MessagingTimeout as exc:
+            # Said here: a cast has no caller to hear it, and oslo.messaging
+            # logs an expected exception at DEBUG only.
+            LOG.warning('%s: a call it made went unanswered: %s',
+                        method.__name__, exc)
             metrics.RPC_ERRORS.labels(method=method.__name__,
                                       error='ServiceTimeout').inc()
             raise exception.ServiceTimeout(method=method.__name__) from None

@@ -23,7 +23,7 @@ from volmig import version
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
-from volmig.db import api as db_api
+from volmig.db import services as service_db
 from volmig.volume_service import rpcapi as storage_rpcapi
 
 LOG = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ class Service(service.Service):
         self.host = host or CONF.host
         self.topic, manager_class = _KINDS[binary]
         self.manager = importutils.import_class(manager_class)(self.host)
-        self._report = (db_api.service_update if binary == CONDUCTOR
+        self._report = (service_db.update if binary == CONDUCTOR
                         else conductor_rpcapi.ConductorAPI().service_update)
         self._servers: list[typing.Any] = []
         self._ready = threading.Event()

@@ -12,6 +12,7 @@ from tests import fixtures as volmig_fixtures
 from volmig import service
 from volmig.api.rest import app
 from volmig.conf import CONF
+from volmig.volume_service import manager as storage_manager
 
 POOLS = ('pool-a', 'pool-b')
 
@@ -62,6 +63,26 @@ class APIFixture(fixture.GabbiFixture):
         CONF.reset()
 
 
+class UsedVolumesFixture(APIFixture):
+    """Each new volume holds data in every byte, as a used one does: its
+    copy takes the time its bandwidth gives it (a new volume is a hole,
+    and a hole is not read, so it copies at once at any bandwidth)."""
+
+    def configure(self, conf):
+        create = storage_manager.FileVolumes.create_file_volume
+
+        def create_used(volumes, ctxt, size_mb, *args, **kwargs):
+            volume = create(volumes, ctxt, size_mb, *args, **kwargs)
+            # A migration's dst must read as zeros, as the copy expects.
+            if not kwargs.get('migration_source'):
+                with open(volume['path'], 'r+b') as data:
+                    data.write(b'\x5a' * (size_mb * 1024 * 1024))
+            return volume
+        self._fixtures.useFixture(fixtures.MonkeyPatch(
+            'volmig.volume_service.manager.FileVolumes.create_file_volume',
+            create_used))
+
+
 class OldComputeFixture(APIFixture):
     """One agent that announces compute RPC 1.0, as before an upgrade."""
 
@@ -78,3 +99,10 @@ class OfflineOnlyFixture(APIFixture):
 
     def configure(self, conf):
         conf(offline_only=True, group='fake_driver')
+
+
+class SmallPagesFixture(APIFixture):
+    """Lists two items at a time unless asked for fewer."""
+
+    def configure(self, conf):
+        conf(max_limit=2, group='api')

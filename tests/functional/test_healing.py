@@ -5,6 +5,7 @@ from oslo_utils import uuidutils
 from tests.functional import base
 from volmig import context as volmig_context
 from volmig import states
+from volmig.db import api as db
 from volmig.db import starts
 
 
@@ -52,3 +53,25 @@ class HealingTest(base.ServicesTestCase):
         # Live: the agent has run for an hour.
         self.assertEqual([], self.conductor.migration_work_for_host(
             self.admin, server['host'], uptime=3600))
+
+    def test_a_complete_whose_conductor_died_before_connecting_dst(self):
+        """A conductor killed between recording a complete and connecting
+        dst leaves a migration completing with dst reserved only: what the
+        agent is asked to reconcile connects dst first."""
+        server, bdm = self.create_server()
+        migration = self.client.start(self.ctxt, bdm['attachment_id'])
+        dst = self.volumes.create_volume(self.admin, 16)
+        reserved = self.volumes.attachment_create(self.admin, dst['id'],
+                                                  server['uuid'], 'rw')
+        self.assertIsNone(reserved['connection_info'])
+        db.migration_update(self.admin, migration['id'], {
+            'status': states.COMPLETING,
+            'dst_attachment_id': reserved['id']},
+            expected_status=states.STARTED)
+        [left] = self.conductor.migration_work_for_host(
+            self.admin, server['host'], uptime=0)
+        self.assertEqual(migration['id'], left['migration']['id'])
+        self.assertIsNotNone(left['dst_connection_info'])
+        self.assertEqual(left['dst_connection_info'],
+                         self.volumes.attachment_get(
+                             self.admin, reserved['id'])['connection_info'])

@@ -15,6 +15,7 @@ from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conf import CONF
 from volmig.db import api as db_api
 from volmig.db import schema as schema
+from volmig.db import services as service_db
 
 
 class UpgradeCheckTest(base.BaseTestCase):
@@ -42,7 +43,7 @@ class UpgradeCheckTest(base.BaseTestCase):
             for check in checks)
 
     def _compute(self, host, version):
-        db_api.service_update(self.admin, compute_rpcapi.BINARY, host,
+        service_db.update(self.admin, compute_rpcapi.BINARY, host,
                               compute_rpcapi.TOPIC, version, {})
 
     def test_a_ready_deployment(self):

@@ -6,7 +6,10 @@ RabbitMQ answers; .ci/run makes sure one does.
 """
 
 import os
+import random
 import socket
+import subprocess  # nosec B404
+import sys
 
 import fixtures
 from oslotest import base
@@ -18,11 +21,22 @@ from tests import storage_role
 from tests.integration import cluster
 from volmig.conf import CONF
 
+# Below Linux's ephemeral range (32768 and up), which every outgoing
+# connection draws its port from too: a port the kernel picked from it
+# was at times someone's connection by the time a service bound it.
+PORTS = (20000, 32767)
+
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(('127.0.0.1', 0))
-        return probe.getsockname()[1]
+    rng = random.SystemRandom()
+    while True:
+        port = rng.randint(*PORTS)
+        with socket.socket() as probe:
+            try:
+                probe.bind(('127.0.0.1', port))
+            except OSError:
+                continue  # taken
+            return port
 
 
 def rabbit_reachable() -> bool:
@@ -52,7 +66,8 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
         self.state_path = self.conf_fixture.state_path
         self.vhost = vhost = self.useFixture(self.broker())
         self.conf_fixture.conf(transport_url=vhost.url)
-        self.useFixture(volmig_fixtures.DatabaseFixture())
+        self.useFixture(volmig_fixtures.DatabaseFixture(
+            self.database_server()))
         self.useFixture(volmig_fixtures.RPCFixture())
         extra = self.options()
         for (group, name), value in extra.items():
@@ -92,8 +107,12 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
         before those processes (and their log files) existed."""
         # Read now, as testtools reads the others: the files go with the
         # test's temporary directory.
+        try:
+            details = self.cluster.getDetails()
+        except TypeError:
+            return  # cleaned up already: its details were gathered then
         testcase.gather_details(
-            {name: detail for name, detail in self.cluster.getDetails().items()
+            {name: detail for name, detail in details.items()
              if name not in self._set_up_logs}, self.getDetails())
 
     def pools(self) -> str:
@@ -104,6 +123,20 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
     def api_port(self) -> int:
         """Where volmig-api listens."""
         return free_port()
+
+    def cli(self, *args, token: str = 'admin:admin'):
+        """The ``volmig`` CLI as a process against this cluster's API:
+        (exit code, standard output, standard error)."""
+        result = subprocess.run(  # nosec B603
+            [os.path.join(sys.prefix, 'bin', 'volmig'),
+             '--os-endpoint', self.endpoint, '--os-token', token, *args],
+            capture_output=True, text=True, timeout=60, check=False)
+        return result.returncode, result.stdout, result.stderr
+
+    def database_server(self) -> str | None:
+        """The URL of the database server the test's database is made
+        on; None for the environment's (``VOLMIG_TEST_DB_URL``)."""
+        return None
 
     def broker(self):
         """Where the services meet: a fixture with ``url`` and ``name``."""

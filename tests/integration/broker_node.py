@@ -9,6 +9,7 @@ and listens on ``listen``.
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import time
 import uuid
@@ -26,20 +27,29 @@ def _openssl(*args, cwd):
 class BrokerNode(fixtures.Fixture):
 
     def __init__(self, tls=False, command_prefix=(), listen='127.0.0.1',
-                 vhost='/'):
+                 vhost='/', node=None, peers=()):
         super().__init__()
         self.tls = tls
         self.name = vhost
         self.prefix = list(command_prefix)
         self.listen = listen
+        # With ``peers`` (node names, this one's among them) the node
+        # forms a cluster with them as they start.
+        self.node = node or 'volmigtest%s@localhost' % uuid.uuid4().hex[:8]
+        self.peers = peers
 
     def _setUp(self):
         # Not under the test's nested TMPDIR: its parent is root's alone,
         # and the node runs as the rabbitmq user.
         self.dir = self.useFixture(fixtures.TempDir(rootdir='/tmp')).path
         self.port = base.free_port()
-        self.node = 'volmigtest%s@localhost' % uuid.uuid4().hex[:8]
         lines = ['loopback_users = none']
+        if self.peers:
+            lines.append('cluster_formation.peer_discovery_backend = '
+                         'classic_config')
+            lines += ['cluster_formation.classic_config.nodes.%d = %s'
+                      % (number, peer)
+                      for number, peer in enumerate(self.peers, 1)]
         if self.tls:
             self._certificates()
             lines += ['listeners.tcp = none',
@@ -69,12 +79,8 @@ class BrokerNode(fixtures.Fixture):
                             self.dir, 'enabled_plugins'),
                         RABBITMQ_PID_FILE=os.path.join(self.dir, 'pid'))
         self.log = os.path.join(self.dir, 'server.log')
-        with open(self.log, 'wb') as log:
-            self.process = subprocess.Popen(
-                self.prefix + ['rabbitmq-server'], env=self.env, stdout=log,
-                stderr=subprocess.STDOUT)
         self.addCleanup(self._stop)
-        self._await_startup()
+        self.start()
         if self.name != '/':
             for command in (('add_vhost', self.name),
                             ('set_permissions', '-p', self.name, 'guest',
@@ -83,6 +89,25 @@ class BrokerNode(fixtures.Fixture):
         self.url = 'rabbit://guest:guest@%s:%d/%s' % (
             self.listen, self.port, '' if self.name == '/' else self.name)
         self.ca_file = os.path.join(self.dir, 'ca.pem')
+
+    def start(self) -> None:
+        """Start the node (again, on its data: it rejoins its cluster)."""
+        with open(self.log, 'ab') as log:
+            self.process = subprocess.Popen(
+                self.prefix + ['rabbitmq-server'], env=self.env, stdout=log,
+                stderr=subprocess.STDOUT)
+        self._await_startup()
+
+    @property
+    def pid_file(self) -> str:
+        """Where the node's Erlang VM writes its pid."""
+        return self.env['RABBITMQ_PID_FILE']
+
+    def kill(self) -> None:
+        """SIGKILL the node's Erlang VM, as a host that dies."""
+        with open(self.pid_file) as pid:
+            os.kill(int(pid.read()), signal.SIGKILL)
+        self.process.wait(timeout=60)
 
     def ctl(self, *args, timeout=60) -> subprocess.CompletedProcess:
         return subprocess.run(self.prefix + ['rabbitmqctl', '-q', '-n',

@@ -2,16 +2,17 @@
 as its journal records a step.
 
     python -m tests.integration.crash_at \
-        [--qemu|--libvirtd|--conductor=PIDFILE] ACTION:STEP [...]
+        [--qemu|--libvirtd|--process=PIDFILE] ACTION:STEP [...]
 
 The agent dies with the step's intent on disk and the step not taken,
 which is also the moment right after the step before it; recovery tests
 then start the real agent again. With ``--qemu`` the guest's QEMU dies
 instead, and the agent carries on into a step that fails; with
 ``--libvirtd`` libvirtd dies, and the agent carries on into a step that
-finds no daemon until the test starts it again. With ``--conductor``
-the conductor dies, its pid read from PIDFILE, and the agent carries on
-into reports that nobody answers until the test starts it again.
+finds no daemon until the test starts it again. With ``--process``
+the process whose pid is in PIDFILE when the step comes dies (the
+conductor, or a RabbitMQ node), and the agent carries on into reports
+that nobody answers until the test starts it again.
 """
 
 import os
@@ -44,7 +45,7 @@ def _alive(pid: int) -> bool:
 
 def main() -> None:
     victim, _, pid_file = 'agent', '', ''
-    if sys.argv[1].startswith(('--qemu', '--libvirtd', '--conductor')):
+    if sys.argv[1].startswith(('--qemu', '--libvirtd', '--process')):
         victim, _, pid_file = sys.argv.pop(1)[2:].partition('=')
     wanted = sys.argv.pop(1)
     # Imported only now: volmig.cmd reads the backend from sys.argv.
@@ -68,7 +69,7 @@ def main() -> None:
         if victim == 'libvirtd':
             libvirt_daemon.kill()
             return entry
-        if victim == 'conductor':
+        if victim == 'process':
             with open(pid_file) as pids:
                 os.kill(int(pids.read()), signal.SIGKILL)
             return entry

@@ -145,6 +145,34 @@ class RealGuestTestCase(base.ProcessTestCase):
                                {'os-migrate_volume': {'pool': pool}})
         return code, body
 
+    def migrate_to(self, vol, pool: str) -> None:
+        code, body = self.migrate(vol['id'], pool)
+        self.assertEqual(202, code, body)
+
+    def when_copying(self, vol) -> dict:
+        """The volume's migration once it is copying (started)."""
+        def started():
+            code, body = self.rest(
+                'GET', '/os-volume-migrations?volume_id=%s' % vol['id'])
+            return next((migration for migration in body[
+                'volume_migrations'] if migration['status'] ==
+                states.STARTED), None)
+        return self.wait_until(started, timeout=BOOT_TIMEOUT,
+                               what='a migration of %s to copy' % vol['id'])
+
+    def assert_moved(self, server, vol, pool: str, what: str) -> None:
+        """The volume's move succeeded into ``pool``, and its file holds
+        every write the guest acknowledged."""
+        moved = self.wait_migrated(vol['id'])
+        self.assertEqual('success', moved['migration_status'],
+                         '%s: %s' % (what, moved.get('migration_error')))
+        path = self.path(vol['id'])
+        self.assertIn('/%s/' % pool, path, what)
+        # The guest writes on: a slot may hold a newer block than the
+        # acknowledgements read a moment before.
+        self.assertEqual([], guest_writes.mismatches(
+            path, self.acks(server, vol['id']), clean=False), what)
+
     def wait_migrated(self, volume_id):
         """The volume's move ended, and so did each guest's migration.
 

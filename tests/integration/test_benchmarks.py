@@ -69,7 +69,16 @@ class BenchmarkTest(base.BaseTestCase):
         output = self.run_benchmark(
             'benchmarks.scale', '--migrations', '4', '--agents', '2',
             '--agents-per-process', '2', '--concurrency', '2',
-            '--job-seconds', '0.2')
+            '--job-seconds', '0.2', '--conductors', '2', '--apis', '2',
+            '--report-interval', '1', '--idle-seconds', '2')
+        # Two conductors, two APIs and two agents beat each second.
+        idle = re.search(r'^heartbeats while nothing migrates: %s '
+                         r'service_update/s' % NUMBER, output, re.MULTILINE)
+        self.assertIsNotNone(idle, output)
+        self.assertGreater(float(idle.group(1)), 0)
+        # What grew is counted: one record per migration.
+        self.assertRegex(output, r'grew per migration: .*'
+                         r'volume_migrations \+1\.00')
         per_migration = re.search(
             r'^RPC requests served per migration: %s \((.*)\)$' % NUMBER,
             output, re.MULTILINE)
@@ -94,3 +103,16 @@ class BenchmarkTest(base.BaseTestCase):
         self.assertIsNotNone(floor, output)
         self.assertGreater(float(floor.group(1)),
                            float(per_migration.group(1)))
+
+    def test_drain_scale_compares_the_cost_per_volume(self):
+        output = self.run_benchmark(
+            'benchmarks.drain_scale', '--small', '2', '--large', '4',
+            '--max-parallel', '2')
+        per_volume = re.findall(
+            r'^ +(\d+) volumes: %s s per volume \(dd of the same file: '
+            r'%s s\)$' % (NUMBER, NUMBER), output, re.MULTILINE)
+        self.assertEqual(['2', '4'], [count for count, _, _ in per_volume],
+                         output)
+        self.assertGreater(float(per_volume[0][1]), 0)
+        self.assertGreater(self.number(
+            output, 'cost per volume, 4 volumes against 2:'), 0)

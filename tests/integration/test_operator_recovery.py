@@ -21,14 +21,6 @@ class OperatorCommandsTest(base.ProcessTestCase):
         self.assertNotIn('Traceback', result.stderr)
         return result.returncode, result.stdout, result.stderr
 
-    def volmig(self, *args):
-        result = subprocess.run(  # nosec B603
-            [os.path.join(sys.prefix, 'bin', 'volmig'),
-             '--os-endpoint', self.endpoint, '--os-token', 'admin:admin',
-             *args], capture_output=True, text=True, timeout=60,
-            check=False)
-        return result.returncode, result.stdout, result.stderr
-
     def test_list_show_abort_and_reset_state(self):
         server, bdm = self.create_server('compute-1')
         migration = self.client.start(self.ctxt, bdm['attachment_id'])
@@ -65,42 +57,42 @@ class OperatorCommandsTest(base.ProcessTestCase):
     def test_the_cli_aborts_and_refuses(self):
         server, bdm = self.create_server('compute-1')
         migration = self.client.start(self.ctxt, bdm['attachment_id'])
-        code, _, err = self.volmig('migration', 'recover', migration['id'])
+        code, _, err = self.cli('migration', 'recover', migration['id'])
         self.assertNotEqual(0, code)
         self.assertIn('409', err)
-        code, out, err = self.volmig('migration', 'abort', migration['id'],
+        code, out, err = self.cli('migration', 'abort', migration['id'],
                                      '-f', 'json')
         self.assertEqual(0, code, err)
         self.assertEqual(states.CANCELLING, json.loads(out)['status'])
         self.client.wait_for(self.ctxt, migration['id'], states.CANCELLED)
 
     def test_the_cli_takes_names_and_fails_in_one_line(self):
-        code, out, err = self.volmig('volume', 'create', '--name', 'data',
+        code, out, err = self.cli('volume', 'create', '--name', 'data',
                                      '--size-mb', '16', '-f', 'value',
                                      '-c', 'id')
         self.assertEqual(0, code, err)
         volume_id = out.strip()
-        code, out, err = self.volmig('server', 'create', 'vm', '--volume',
+        code, out, err = self.cli('server', 'create', 'vm', '--volume',
                                      'data', '-f', 'value', '-c', 'id')
         self.assertEqual(0, code, err)
         server_id = out.strip()
         self.wait_for_server(server_id, states.VM_ACTIVE)
-        code, out, err = self.volmig('server', 'show', 'vm', '-f', 'value',
+        code, out, err = self.cli('server', 'show', 'vm', '-f', 'value',
                                      '-c', 'id')
         self.assertEqual((0, server_id), (code, out.strip()), err)
-        code, out, err = self.volmig('volume', 'show', 'data', '-f', 'json')
+        code, out, err = self.cli('volume', 'show', 'data', '-f', 'json')
         self.assertEqual(0, code, err)
         self.assertEqual((volume_id, '%s (rw)' % server_id), (
             json.loads(out)['id'], json.loads(out)['attachments']))
         # A second "data": the name no longer says which.
-        self.assertEqual(0, self.volmig('volume', 'create', '--name', 'data',
+        self.assertEqual(0, self.cli('volume', 'create', '--name', 'data',
                                         '--size-mb', '16')[0])
         for args, reason in (
                 (('volume', 'show', 'data'),
                  "2 volumes are named 'data': give an id"),
                 (('volume', 'delete', 'nothing'),
                  "no volume is named 'nothing'")):
-            code, _, err = self.volmig(*args)
+            code, _, err = self.cli(*args)
             self.assertEqual((1, [reason]), (code, err.splitlines()))
         # An API that is not there: one line, whatever requests says.
         nowhere = 'http://127.0.0.1:%d/v2.1' % base.free_port()

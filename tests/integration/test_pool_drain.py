@@ -10,6 +10,7 @@ shut off and then moves offline.
 """
 
 import hashlib
+import json
 import os
 import signal
 
@@ -202,6 +203,15 @@ class MixedPoolDrainTest(DrainTestCase):
         self.assert_acked_on(moved, on_acks[1], region=1)
         self.assertEqual([], os.listdir(os.path.join(self.state_path,
                                                      'pool-a')))
+        # The pool's drains, as the operator's CLI lists them.
+        code, out, err = self.cli('volume', 'drain-list', 'pool-a', '-f',
+                                  'json')
+        self.assertEqual(0, code, err)
+        self.assertEqual([(drain['id'], 'completed',
+                           'completed: 6/6 volumes')],
+                         [(listed['id'], listed['status'],
+                           listed['progress'].partition(',')[0])
+                          for listed in json.loads(out)])
         serial = guests.serial(single['id'])
         self.start(s1)
         self.wait_until(lambda: 'RESUME %s %d' % (serial, max(single_acks))

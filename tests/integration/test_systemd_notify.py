@@ -18,7 +18,7 @@ from tests.integration import cluster
 from volmig import context as volmig_context
 from volmig import rpc
 from volmig import service
-from volmig.db import api as db_api
+from volmig.db import services as service_db
 
 WATCHDOG_USEC = 400000
 WAIT = 90
@@ -71,7 +71,7 @@ class SystemdNotifyTest(base.ProcessTestCase):
         first = sock.recv(256).decode()
         self.assertEqual('READY=1', first)
         self._reachable_now(topic, host)
-        record = db_api.service_get(volmig_context.get_admin_context(),
+        record = service_db.get(volmig_context.get_admin_context(),
                                     binary, host)
         self.assertEqual(topic, record['topic'])
         if at_ready is not None:

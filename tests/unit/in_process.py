@@ -55,8 +55,9 @@ class Conductor:
     def migration_get(self, ctxt, migration_ref):
         return self.migrations.get(ctxt, migration_ref)
 
-    def migration_list(self, ctxt, filters):
-        return self.migrations.get_all(ctxt, filters)
+    def migration_list(self, ctxt, filters, limit=None, marker=None):
+        return self.migrations.get_all(ctxt, filters, limit=limit,
+                                       marker=marker)
 
     def migration_fail(self, ctxt, migration_id, reason, recovery_needed):
         return self.migrations.fail(ctxt, migration_id, reason,
@@ -127,7 +128,7 @@ class Client(client_mod.MigrationClient):
         self._poll_interval = 0.01
         self.api = api
 
-    def _call(self, ctxt, method, **kwargs):
+    def _call(self, ctxt, method, version='1.0', **kwargs):
         try:
             return getattr(self.api, method)(ctxt, **kwargs)
         except messaging.ExpectedException as wrapped:

@@ -96,6 +96,29 @@ class APIManagerTest(test_migration_conductor.ConductorTestBase):
         self.assertEqual(states.STARTED, self.client.get(
             self.service, migration['id'])['status'])
 
+    def test_the_list_comes_in_pages(self):
+        ids = []
+        for _ in range(3):
+            migration = self.client.start(self.service, self.src['id'])
+            ids.append(migration['id'])
+            self.client.cancel(self.service, self.src['id'])
+            self.client.wait_for(self.service, migration['id'],
+                                 states.CANCELLED, 30)
+        first = self.client.list(self.service, limit=2,
+                                 instance_uuid=self.instance['uuid'])
+        rest = self.client.list(self.service, limit=2,
+                                marker=first[-1]['id'])
+        self.assertEqual(ids, [m['id'] for m in first + rest])
+        for limit, why in ((-1, 'non-negative'), ('2', 'non-negative')):
+            error = self.assertRaises(exception.InvalidInput,
+                                      self.client.list, self.service,
+                                      limit=limit)
+            self.assertIn(why, error.message)
+        error = self.assertRaises(exception.MarkerNotFound,
+                                  self.client.list, self.service, limit=1,
+                                  marker=uuidutils.generate_uuid())
+        self.assertIn('not found', error.message)
+
     def test_list_filters_are_checked(self):
         migration = self.client.start(self.service, self.src['id'])
         self.assertEqual([migration['id']], [

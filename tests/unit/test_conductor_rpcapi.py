@@ -7,6 +7,7 @@ from oslotest import base
 
 from tests import fixtures
 from volmig import context as volmig_context
+from volmig import exception
 from volmig import rpc
 from volmig import states
 from volmig.conductor import rpcapi
@@ -30,6 +31,11 @@ class OldConductorEndpoint:
 
     def service_min_version(self, ctxt, binary):
         return '1.2'
+
+    def service_get_all(self, ctxt, binary):
+        # The whole list, as conductors before 1.8 answer.
+        return [{'id': n, 'host': 'h%d' % (n % 2), 'binary': binary}
+                for n in range(1, 6)]
 
 
 class ConductorVersionCapTest(base.BaseTestCase):
@@ -75,6 +81,29 @@ class ConductorVersionCapTest(base.BaseTestCase):
             self.endpoint.received)
         # An old conductor cannot say what to reconcile: nothing is asked.
         self.assertEqual([], api.migration_work_for_host(self.ctxt, 'h'))
+
+    def test_an_old_conductors_whole_list_is_cut_into_pages(self):
+        api = self._api('auto')
+        self.assertEqual([1, 3], [s['id'] for s in api.service_get_all(
+            self.ctxt, 'volmig-compute', host='h1', limit=2)])
+        self.assertEqual([5], [s['id'] for s in api.service_get_all(
+            self.ctxt, 'volmig-compute', host='h1', limit=2, marker=3)])
+        self.assertRaises(exception.MarkerNotFound, api.service_get_all,
+                          self.ctxt, 'volmig-compute', host='h1', marker=2)
+
+    def test_a_conductor_that_registers_between_the_check_and_the_call(self):
+        """Its first answer is "no conductor registered yet"; the next,
+        its version. The client asks nothing newer than 1.0 until it
+        knows, rather than checking on the uncapped probe and calling on
+        the capped client (a rolling-upgrade test's list was refused
+        so: 1.8 over the cap of 1.3)."""
+        answers = iter([None])
+        self.endpoint.service_min_version = (
+            lambda ctxt, binary: next(answers, '1.2'))
+        api = self._api('auto')
+        self.assertEqual([1, 2, 3, 4, 5], [
+            s['id'] for s in api.service_get_all(self.ctxt, 'b')])
+        self.assertFalse(api.can_send_version(rpcapi.PAGES_VERSION))
 
     def test_an_api_records_a_start_the_old_way(self):
         api = self._api('auto')

@@ -13,6 +13,7 @@ from volmig.compute import rpcapi as compute_rpcapi
 from volmig.compute.drivers import base as driver_base
 from volmig.conductor import migrations
 from volmig.db import api as db
+from volmig.db import services as service_db
 
 
 class ConductorTestBase(base.BaseTestCase):
@@ -27,7 +28,7 @@ class ConductorTestBase(base.BaseTestCase):
         self.ended = []
         self.conductor = migrations.MigrationConductor(
             self.volumes, on_end=lambda: self.ended.append(True))
-        db.service_update(self.ctxt, compute_rpcapi.BINARY, 'h1',
+        service_db.update(self.ctxt, compute_rpcapi.BINARY, 'h1',
                           compute_rpcapi.TOPIC, compute_rpcapi.RPC_API_VERSION,
                           {driver_base.LIVE_VOLUME_MIGRATION: True,
                            driver_base.MULTIATTACH: True})
@@ -95,10 +96,20 @@ class MigrationConductorTest(ConductorTestBase):
                           accepted['migration']['dst_attachment_id']))
         self.assertEqual('attaching', self.volumes.attachment_get(
             self.ctxt, dst['id'])['attach_status'])
-        # The same complete again: nothing more to send.
+        self.assertEqual(migration['id'], accepted['migration']['id'])
+        # The same complete again before the agent reported the switch:
+        # sent again, as the agent may never have heard of the first
+        # (its conductor died before it was cast), with dst as connected.
+        again = self.conductor.accept_complete(self.ctxt, self.src['id'],
+                                               dst['id'])
+        self.assertEqual((True, accepted['dst_connection_info'],
+                          states.COMPLETING),
+                         (again['send'], again['dst_connection_info'],
+                          again['migration']['status']))
+        # Once the guest is on dst, nothing more to send.
+        self.conductor.switched(self.ctxt, migration['id'], {})
         self.assertFalse(self.conductor.accept_complete(
             self.ctxt, self.src['id'], dst['id'])['send'])
-        self.assertEqual(migration['id'], accepted['migration']['id'])
 
     def test_a_dst_block_storage_connected_is_used_as_it_is(self):
         # As volmig's manager in cinder-volume connects it during the

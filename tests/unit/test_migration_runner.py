@@ -2,6 +2,7 @@
 driver's in-memory guests, a real job runner, and the conductor's records
 in a real database, reached in-process instead of over RPC."""
 
+import threading
 import time
 
 import fixtures
@@ -12,6 +13,7 @@ from tests.unit import test_migration_conductor
 from volmig import exception
 from volmig import states
 from volmig.compute import migrations as runner_mod
+from volmig.compute.drivers import base as base_driver
 from volmig.conductor import start
 from volmig.db import api as db
 
@@ -109,12 +111,14 @@ class MigrationRunnerTest(test_migration_conductor.ConductorTestBase):
             self.bdm['volume_id'])['attachment_id'])
 
     def test_a_conductor_away_hears_the_switch_and_the_end_later(self):
-        """Its answers are lost twice per report, as while it restarts:
-        the agent tells it again, and the commit goes on meanwhile."""
+        """Its answers are lost twice per question and report, as while
+        it restarts: the complete cast's check that it is still current
+        is asked again, as is each report, and the commit goes on."""
         self.useFixture(fixtures.MonkeyPatch('volmig.rpc.ASK_AGAIN_FIRST',
                                              0.01))
         told = []
-        for name in ('migration_switched', 'migration_job_ended'):
+        for name in ('migration_get', 'migration_switched',
+                     'migration_job_ended'):
             served = getattr(self.runner.conductor, name)
 
             def away_twice(ctxt, migration_id, *args, served=served,
@@ -125,6 +129,7 @@ class MigrationRunnerTest(test_migration_conductor.ConductorTestBase):
                 return served(ctxt, migration_id, *args)
             setattr(self.runner.conductor, name, away_twice)
         dst = self.completed()
+        self.assertEqual(3, told.count('migration_get'))
         self.assertEqual(3, told.count('migration_switched'))
         self.assertEqual(3, told.count('migration_job_ended'))
         self.assertEqual((dst['id'], False),
@@ -139,6 +144,29 @@ class MigrationRunnerTest(test_migration_conductor.ConductorTestBase):
         # was accepted: the agent ignores it.
         self.runner.cancel(self.ctxt, migration, accepted['bdm'])
         self.assertTrue(self.disk().on_overlay)
+        self.assertEqual(states.COMPLETING, self.conductor.get(
+            self.ctxt, migration['id'])['status'])
+
+    def test_a_complete_again_while_a_job_of_it_runs_changes_nothing(self):
+        """As while the first complete's refused switch merges the guest
+        back into src: the job ends the migration, not a second switch."""
+        migration = self.start()
+        dst = self.dst()
+        accepted = self.conductor.accept_complete(self.ctxt, self.src['id'],
+                                                  dst['id'])
+        merging = threading.Event()
+
+        class Merge(base_driver.Job):
+            def poll(self):
+                return base_driver.JobProgress(0, 1, merging.is_set())
+        self.runner.jobs.submit(migration['id'], Merge(), lambda p: None,
+                                lambda exc: None)
+        self.addCleanup(merging.set)
+        self.runner.complete(self.ctxt, accepted['migration'],
+                             accepted['bdm'],
+                             accepted['dst_connection_info'])
+        self.assertEqual((self.src['id'], True),
+                         (self.disk().attachment_id, self.disk().on_overlay))
         self.assertEqual(states.COMPLETING, self.conductor.get(
             self.ctxt, migration['id'])['status'])
 

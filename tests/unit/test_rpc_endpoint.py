@@ -2,6 +2,8 @@
 whose message names the problem, never a traceback; and how long each
 request took to serve, in the process's metrics."""
 
+import logging
+
 import fixtures
 import oslo_messaging as messaging
 from oslotest import base
@@ -78,10 +80,14 @@ class EndpointTest(base.BaseTestCase):
         self.assertNotIn('Traceback', raised.message)
 
     def test_a_silent_service_behind_the_method_is_a_503(self):
+        logged = self.useFixture(fixtures.FakeLogger(level=logging.WARNING))
         raised = self.act(messaging.MessagingTimeout('no reply on 42'))
         self.assertIsInstance(raised, exception.ServiceTimeout)
         self.assertEqual(503, raised.code)
         self.assertIn('act waits on', raised.message)
+        # Said in this service's log too: a cast's sender never hears it.
+        self.assertIn('act: a call it made went unanswered: no reply on 42',
+                      logged.output)
 
     def test_arguments_that_do_not_fit_are_refused_before_the_call(self):
         raised = self.act(None, colour=1)

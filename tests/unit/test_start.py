@@ -12,6 +12,7 @@ from volmig.api import manager as api_manager
 from volmig.conductor import services
 from volmig.conductor import start
 from volmig.db import api as db
+from volmig.db import services as service_db
 
 
 class Agent:
@@ -36,7 +37,7 @@ class StartTest(test_migration_conductor.ConductorTestBase):
         self.report('api-1', owners.GENERATION)
 
     def report(self, host, generation):
-        db.service_update(self.ctxt, api_manager.BINARY, host,
+        service_db.update(self.ctxt, api_manager.BINARY, host,
                           api_manager.TOPIC, '1.0',
                           {owners.CAPABILITY: generation})
 

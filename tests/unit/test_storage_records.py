@@ -1,6 +1,7 @@
 """volmig-volume's records in the database: races, moves and the import
 of a JSON file an older release left."""
 
+import datetime
 import json
 import os
 
@@ -88,6 +89,22 @@ class StorageRecordsTest(test_db.DatabaseTestCase):
             self.assertEqual(self.volumes.get_volume(self.ctxt, volume_id),
                              volume)
         self.assertEqual(2, len(found[shared['id']]['attachments']))
+
+    def test_a_pools_drains_come_newest_first_a_page_at_a_time(self):
+        began = datetime.datetime(2026, 1, 1)
+        for n, pool in enumerate(['a', 'a', 'b', 'a']):
+            self.volumes.drain_create(
+                id='drain-%d' % n, pool=pool, target_pool='c',
+                status='completed', max_parallel=1, volumes=[],
+                created_at=began + datetime.timedelta(minutes=n))
+
+        def page(limit, marker=None):
+            return [d['id'] for d in self.volumes.drains('a', limit,
+                                                        marker)]
+        self.assertEqual(['drain-3', 'drain-1'], page(2))
+        self.assertEqual(['drain-0'], page(2, 'drain-1'))
+        self.assertEqual([], page(2, 'drain-0'))
+        self.assertRaises(exception.MarkerNotFound, page, 2, 'drain-9')
 
     def test_status_follows_the_attachments(self):
         volume = self.volumes.create_volume(self.ctxt, 8, pool='a')

@@ -77,6 +77,13 @@ class MoverTest(test_migration_conductor.ConductorTestBase):
                 self.fail('src was never dropped: %s' % self.volume())
             time.sleep(0.02)
 
+    def wait_for_the_commit(self) -> None:
+        """The move ends once src may go; the commit into dst goes on as
+        the migration's job, and ends the migration."""
+        [record] = db.migration_get_all(self.ctxt)
+        self.mover.patient.wait_for(self.ctxt, record['id'],
+                                    states.COMPLETED, timeout=60)
+
     def test_a_move_keeps_every_byte_and_switches_the_guest(self):
         src_path = self.volume()['path']
         self.mover.begin(self.service, self.bdm['volume_id'], 'pool-b')
@@ -96,8 +103,7 @@ class MoverTest(test_migration_conductor.ConductorTestBase):
                          (disk.attachment_id, disk.on_overlay))
         self.assertEqual(attachment['id'], db.bdm_get_by_volume(
             self.ctxt, self.instance['uuid'], moved['id'])['attachment_id'])
-        [record] = db.migration_get_all(self.ctxt)
-        self.assertEqual(states.COMPLETED, record['status'])
+        self.wait_for_the_commit()
 
     def test_a_refused_start_leaves_the_volume_whole_on_src(self):
         # The guest is gone from the agent: it refuses the start.
@@ -119,6 +125,32 @@ class MoverTest(test_migration_conductor.ConductorTestBase):
             self.service, self.bdm['volume_id'], 'pool-b')
         self.assertIn('already migrating to pool pool-b', error.message)
         self.wait_for('success')
+
+    def test_a_copy_whose_migration_is_cancelled_stops(self):
+        """A cancel from elsewhere (an operator's abort) while volmig-volume
+        copies: the copy stops at its next check, rather than running to
+        its end for a complete that cannot come, and src stays whole."""
+        self.useFixture(fixtures.MonkeyPatch(
+            'volmig.volume_service.move.STILL_STARTED_INTERVAL', 0))
+        CONF.set_override('copy_chunk_kb', 64, 'storage')
+        # 4 MiB at 1 MiB/s: four seconds of copy, of which a progress
+        # record (half a second) after the cancel is needed.
+        self.mover.begin(self.service, self.bdm['volume_id'], 'pool-b',
+                         max_bandwidth_mbps=1)
+        deadline = time.monotonic() + 60
+        while not self.volume()['migration_progress']:
+            self.assertLess(time.monotonic(), deadline, self.volume())
+            time.sleep(0.02)
+        self.mover.client.cancel(self.ctxt, self.src['id'])
+        volume = self.wait_for('error')
+        self.assertIn('cancelled, so its copy stopped',
+                      volume['migration_error'])
+        self.assertLess(volume['migration_progress'], 100)
+        self.assertEqual(('pool-a', None),
+                         (volume['pool'], volume['migration_dst']))
+        self.assertEqual([], self.pool_files('pool-b'))
+        with open(volume['path'], 'rb') as src:
+            self.assertEqual(self.data, src.read())
 
     def test_answers_lost_after_the_complete_are_asked_again(self):
         """volmig-api serves the complete, then its answer and the next
@@ -152,8 +184,7 @@ class MoverTest(test_migration_conductor.ConductorTestBase):
         with open(moved['path'], 'rb') as dst:
             self.assertEqual(self.data, dst.read())
         self.assertEqual([], self.pool_files('pool-a'))
-        [record] = db.migration_get_all(self.ctxt)
-        self.assertEqual(states.COMPLETED, record['status'])
+        self.wait_for_the_commit()
 
     def test_a_start_whose_answer_is_lost_is_cancelled_not_assumed(self):
         """volmig-api served the start, and its answer was lost; then the

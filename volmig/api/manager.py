@@ -4,6 +4,7 @@ API version history:
 
     1.0 - Initial version: migration_start, migration_cancel,
           migration_complete, migration_get, migration_list.
+    1.1 - migration_list takes limit and marker: a page of migrations.
 
 The API validates and authorizes, asks the conductor to validate the rules
 and record, then calls or casts to the compute agent on the instance's
@@ -14,6 +15,7 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from volmig import context as volmig_context
+from volmig import exception
 from volmig import owners
 from volmig import policy
 from volmig import rpc
@@ -30,7 +32,7 @@ LOG = logging.getLogger(__name__)
 BLOCK_STORAGE = (signing.VOLUME, signing.CLIENT)
 
 BINARY = TOPIC = 'volmig-api'
-RPC_API_VERSION = '1.0'
+RPC_API_VERSION = '1.1'
 LIST_FILTERS = ('status', 'instance_uuid', 'volume_id', 'host')
 
 
@@ -132,7 +134,13 @@ class APIManager:
         return self.conductor.migration_get(ctxt, migration_ref)
 
     @rpc.endpoint(senders=BLOCK_STORAGE)
-    def migration_list(self, ctxt, filters):
+    def migration_list(self, ctxt, filters, limit=None, marker=None):
         policy.authorize(ctxt, migration_policy.PREFIX % 'show')
         validation.require_filters(filters, LIST_FILTERS)
-        return self.conductor.migration_list(ctxt, filters)
+        if limit is not None and (not isinstance(limit, int)
+                                  or isinstance(limit, bool) or limit < 0):
+            raise exception.InvalidInput(
+                field='limit', reason='%r is not a non-negative integer'
+                % (limit,))
+        return self.conductor.migration_list(ctxt, filters, limit=limit,
+                                             marker=marker)

@@ -70,8 +70,10 @@ class VolumeAdapter(abc.ABC):
         return self.get_volume(ctxt, volume_id)['size_mb']
 
     @abc.abstractmethod
-    def list_volumes(self, ctxt) -> list[dict]:
-        """Return every volume."""
+    def list_volumes(self, ctxt, limit: int | None = None,
+                     marker: str | None = None) -> list[dict]:
+        """Every volume the context may see, oldest first; a page of
+        ``limit`` after the volume ``marker``."""
 
     @abc.abstractmethod
     def delete_volume(self, ctxt, volume_id: str) -> None:
@@ -126,6 +128,12 @@ class VolumeAdapter(abc.ABC):
 
     def pool_drain_get(self, ctxt, pool: str) -> dict:
         """The pool's latest drain, with its progress."""
+        raise exception.MigrationNotSupported(backend=type(self).__name__)
+
+    def pool_drain_list(self, ctxt, pool: str, limit: int | None = None,
+                        marker: str | None = None) -> list[dict]:
+        """The pool's drains, newest first: a page of ``limit`` after the
+        drain ``marker``."""
         raise exception.MigrationNotSupported(backend=type(self).__name__)
 
     def pool_drain_cancel(self, ctxt, pool: str) -> dict:

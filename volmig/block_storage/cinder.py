@@ -223,9 +223,12 @@ class CinderVolumeAdapter(base.VolumeAdapter):
         return self._cinder(ctxt).volumes.get(volume_id).size * MIB_PER_GIB
 
     @_refusals('list volumes', not_found=None)
-    def list_volumes(self, ctxt):
+    def list_volumes(self, ctxt, limit=None, marker=None):
         cinder = self._cinder(ctxt)
-        volumes = cinder.volumes.list(search_opts=self._all_projects(ctxt))
+        # Cinder pages its own list, oldest first as volmig's.
+        volumes = cinder.volumes.list(search_opts=self._all_projects(ctxt),
+                                      limit=limit, marker=marker,
+                                      sort='created_at:asc,id:asc')
         attachments = self._attachments_of(cinder, ctxt)
         return [_volume(volume, [a for a in attachments
                                  if a['volume_id'] == volume.id])

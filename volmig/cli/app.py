@@ -2,6 +2,7 @@
 
 import os
 import sys
+from urllib import parse
 
 from cliff import app
 from cliff import commandmanager
@@ -70,13 +71,25 @@ class Session:
     def get(self, path):
         return self.request('GET', path)
 
+    def get_all(self, path: str, key: str) -> list:
+        """Every item of a list, page after page: each page's next link
+        carries the query on, with the last item as its marker."""
+        items, page = [], self.get(path)
+        while True:
+            items += page[key]
+            links = page.get(key + '_links')
+            if not links:
+                return items
+            page = self.get('%s?%s' % (path.partition('?')[0],
+                                       parse.urlsplit(links[0]['href']).query))
+
     def find(self, kind: str, ref: str) -> str:
         """The id of the server or volume that ``ref`` names: its id, or
         a name that only it has."""
         if uuidutils.is_uuid_like(ref):
             return ref
         path, key, name_key = _NAMED[kind]
-        found = [item['id'] for item in self.get(path)[key]
+        found = [item['id'] for item in self.get_all(path, key)
                  if item.get(name_key) == ref]
         if len(found) == 1:
             return found[0]

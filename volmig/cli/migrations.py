@@ -27,10 +27,11 @@ class ListMigrations(lister.Lister):
             ('status', args.status), ('volume_id', args.volume_id),
             ('instance_uuid', args.instance_uuid), ('host', args.host))
             if value}
-        found = self.app.api.get('/os-volume-migrations?'
-                                 + parse.urlencode(filters))
+        found = self.app.api.get_all('/os-volume-migrations?'
+                                     + parse.urlencode(filters),
+                                     'volume_migrations')
         return COLUMNS, [tuple(migration.get(column) for column in COLUMNS)
-                         for migration in found['volume_migrations']]
+                         for migration in found]
 
 
 class ShowMigration(show.ShowOne):

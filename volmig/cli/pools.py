@@ -101,6 +101,23 @@ class ShowDrain(_DrainLister):
         return COLUMNS, _rows(drain)
 
 
+class ListDrains(lister.Lister):
+    """Every drain of a pool, newest first, with its progress."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('pool', help="The pool's name.")
+        return parser
+
+    def take_action(self, args):
+        drains = self.app.api.get_all(
+            '/os-volume-pools/%s/drains' % args.pool, 'drains')
+        return (('id', 'target_pool', 'status', 'created_at', 'progress'),
+                [(drain['id'], drain['target_pool'], drain['status'],
+                  drain['created_at'], summary_line(drain))
+                 for drain in drains])
+
+
 class CancelDrain(command.Command):
     """Begin no more volumes of a pool's drain; those moving finish."""
 

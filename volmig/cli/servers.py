@@ -64,7 +64,7 @@ class ListServers(lister.Lister):
     """List servers."""
 
     def take_action(self, args):
-        found = self.app.api.get('/servers/detail')['servers']
+        found = self.app.api.get_all('/servers/detail', 'servers')
         return COLUMNS, [_row(server) for server in found]
 
 

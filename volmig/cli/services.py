@@ -21,6 +21,7 @@ class ListServices(lister.Lister):
     def take_action(self, args):
         filters = {key: value for key, value in (
             ('binary', args.binary), ('host', args.host)) if value}
-        found = self.app.api.get('/os-services?' + parse.urlencode(filters))
+        found = self.app.api.get_all(
+            '/os-services?' + parse.urlencode(filters), 'services')
         return COLUMNS, [tuple(service.get(column) for column in COLUMNS)
-                         for service in found['services']]
+                         for service in found]

@@ -54,7 +54,7 @@ class ListVolumes(lister.Lister):
     """List volumes."""
 
     def take_action(self, args):
-        found = self.app.api.get('/os-volumes')['volumes']
+        found = self.app.api.get_all('/os-volumes', 'volumes')
         return COLUMNS, [_row(volume) for volume in found]
 
 

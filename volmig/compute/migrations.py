@@ -107,9 +107,17 @@ class MigrationRunner:
 
     def _still(self, ctxt, migration) -> bool:
         """Whether a cast is still current: one that waited in the queue
-        while this agent was down may have been overtaken by the healer."""
+        while this agent was down may have been overtaken by the healer.
+
+        Asked until the conductor answers: the cast is the only request
+        for its step, and a conductor that died just after sending it
+        would otherwise leave the guest on its overlay until the stall
+        timeout (measured: 121 s, the conductor killed as it sent a
+        complete)."""
         self._answered_starts.discard(migration['id'])
-        current = self.conductor.migration_get(ctxt, migration['id'])
+        current = rpc.until_answered(
+            lambda: self.conductor.migration_get(ctxt, migration['id']),
+            'Volume migration %s: migration_get' % migration['id'])
         if current['status'] == migration['status']:
             return True
         LOG.warning('Ignoring a stale request for volume migration %(id)s: '
@@ -137,6 +145,13 @@ class MigrationRunner:
     def complete(self, ctxt, migration, bdm, dst_connection_info):
         LOG.info('Completing volume migration %s', migration['id'],
                  instance_uuid=migration['instance_uuid'])
+        if self.jobs.running(migration['id']):
+            # A complete asked again while the first one's refused switch
+            # merges the guest back into src: that job ends it. Checked
+            # before asking the conductor, which it spares a call.
+            LOG.info('Volume migration %s: a job of it runs here already',
+                     migration['id'])
+            return
         if not self._still(ctxt, migration):
             return
         self.notifier.notify(ctxt, COMPLETE, 'start',

@@ -1,23 +1,7 @@
 """Client side of the compute agent's RPC API.
 
-API version history:
-
-    1.0 - Initial version: build_instance, terminate_instance,
-          stop_instance, start_instance, attach_volume, detach_volume,
-          migration_start, migration_cancel, migration_complete.
-    1.1 - attach_volume takes attach_mode, and build_instance honours each
-          block device's attach_mode: "ro" attaches read-only. A 1.0 agent
-          would attach read/write, so "ro" is never sent to one.
-    1.2 - swap_volume: the legacy swap, a copy by the hypervisor into the
-          new volume, then a switch to it.
-    1.3 - migration_start returns its result (the pauses) to the caller,
-          which records it, instead of calling the conductor back; agents
-          report only their jobs' ends. migration_reconcile: settle a
-          migration against the guest and finish or roll it back.
-    1.4 - get_console_output.
-    1.5 - volume_copy (cast) and volume_copy_status (call): the agent
-          copies a frozen volume into another, both connected on its
-          host, for a Cinder migration that volmig carries out.
+Its versions, and what each added, are in
+``doc/source/rpc_api_version_history.rst``.
 """
 
 from collections.abc import Callable

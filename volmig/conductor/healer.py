@@ -22,6 +22,7 @@ from volmig.conductor import migrations as migration_conductor
 from volmig.conductor import services
 from volmig.conf import CONF
 from volmig.db import api as db
+from volmig.db import services as service_db
 
 LOG = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ class Healer:
 
     def run(self, ctxt) -> None:
         down = {service['host']: service
-                for service in db.service_get_all(
+                for service in service_db.get_all(
                     ctxt, compute_rpcapi.BINARY)
                 if not services.service_is_up(service)}
         self._reconcile_silent_migrations(ctxt, down)
@@ -99,8 +100,15 @@ class Healer:
             bdm = None
         dst_connection_info = None
         if migration['dst_attachment_id']:
-            dst_connection_info = self.migrations.volume_api.attachment_get(
-                ctxt, migration['dst_attachment_id'])['connection_info']
+            volume_api = self.migrations.volume_api
+            if migration['status'] == states.COMPLETING:
+                dst = services.dst_to_send(
+                    volume_api, ctxt, migration['dst_attachment_id'],
+                    migration['host'], bdm['attach_mode'] if bdm else 'rw')
+            else:
+                dst = volume_api.attachment_get(
+                    ctxt, migration['dst_attachment_id'])
+            dst_connection_info = dst['connection_info']
         return {'migration': migration_conductor.present(migration),
                 'bdm': bdm, 'dst_connection_info': dst_connection_info}
 

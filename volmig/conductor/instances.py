@@ -17,6 +17,7 @@ from volmig.conductor import rules
 from volmig.conductor import services
 from volmig.db import api as db
 from volmig.db import locks
+from volmig.db import services as service_db
 
 LOG = logging.getLogger(__name__)
 
@@ -41,11 +42,15 @@ class InstanceConductor:
             ctxt, instance_uuid=instance_uuid)
         return instance
 
-    def get_all(self, ctxt, host: str | None = None) -> list[dict]:
+    def get_all(self, ctxt, host: str | None = None, **page) -> list[dict]:
+        """Servers with their mappings; ``page``: ``name``, ``limit``,
+        ``marker`` (``db.instance_get_all``)."""
         project_id = None if ctxt.is_admin else ctxt.project_id
-        found = db.instance_get_all(ctxt, host=host, project_id=project_id)
+        found = db.instance_get_all(ctxt, host=host, project_id=project_id,
+                                    **page)
         by_instance: dict[str, list] = {i['uuid']: [] for i in found}
-        for bdm in db.bdm_get_all(ctxt):
+        # The page's mappings only: every server's cost a list its size.
+        for bdm in db.bdm_get_all(ctxt, list(by_instance)):
             by_instance.get(bdm['instance_uuid'], []).append(bdm)
         for instance in found:
             instance['block_devices'] = by_instance[instance['uuid']]
@@ -55,7 +60,7 @@ class InstanceConductor:
 
     def _choose_host(self, ctxt, host: str | None) -> dict:
         if host:
-            service = db.service_get(ctxt, compute_rpcapi.BINARY, host)
+            service = service_db.get(ctxt, compute_rpcapi.BINARY, host)
             if not services.service_is_up(service):
                 raise exception.NoValidHost(
                     reason='the agent on host %s is down' % host)
@@ -64,17 +69,12 @@ class InstanceConductor:
                     reason='compute host %s is disabled (%s)' % (
                         host, service['disabled_reason'] or 'no reason'))
             return service
-        candidates = [
-            s for s in db.service_get_all(ctxt, compute_rpcapi.BINARY)
-            if services.service_is_up(s) and not s['disabled']]
-        if not candidates:
+        service = service_db.least_loaded(ctxt, compute_rpcapi.BINARY,
+                                          services.up_since())
+        if service is None:
             raise exception.NoValidHost(
                 reason='no enabled compute agent is up')
-        load = {s['host']: 0 for s in candidates}
-        for instance in db.instance_get_all(ctxt):
-            if instance['host'] in load:
-                load[instance['host']] += 1
-        return min(candidates, key=lambda s: (load[s['host']], s['host']))
+        return service
 
     def _check_readonly(self, service: dict, modes) -> None:
         if 'ro' in modes:
@@ -265,7 +265,7 @@ class InstanceConductor:
                                                       instance_uuid))
         rules.check_can_attach(volume, db.migrations_in_progress(
             ctxt, volume_id))
-        service = db.service_get(ctxt, compute_rpcapi.BINARY, instance['host'])
+        service = service_db.get(ctxt, compute_rpcapi.BINARY, instance['host'])
         self._check_readonly(service, [attach_mode])
         instance = self._begin_task(ctxt, instance_uuid, 'attach a volume to',
                                     states.TASK_ATTACHING)
@@ -344,7 +344,7 @@ class InstanceConductor:
                              db.migrations_in_progress(ctxt, old_volume_id))
         rules.check_can_attach(new_volume, db.migrations_in_progress(
             ctxt, new_volume_id))
-        service = db.service_get(ctxt, compute_rpcapi.BINARY, instance['host'])
+        service = service_db.get(ctxt, compute_rpcapi.BINARY, instance['host'])
         rules.check_compute_version(
             service['host'], 'volume swap', compute_rpcapi.SWAP_VERSION,
             self.compute_api.can_send_version(compute_rpcapi.SWAP_VERSION,

@@ -21,6 +21,7 @@ from volmig.conductor import rpcapi
 from volmig.conductor import services
 from volmig.conf import CONF
 from volmig.db import api as db
+from volmig.db import services as service_db
 
 LOG = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ SERVICES = (signing.COMPUTE, signing.VOLUME)
 
 def min_service_version(ctxt, binary: str) -> str | None:
     versions = [service['version']
-                for service in db.service_get_all(ctxt, binary)]
+                for service in service_db.get_all(ctxt, binary)]
     if not versions:
         return None
     return min(versions, key=versionutils.convert_version_to_tuple)
@@ -109,12 +110,14 @@ class ConductorManager:
             signing.refuse('service_update', ctxt.sender, 'host',
                            'a service reports its own liveness only')
         signing.check_host(ctxt, host, 'service_update')
-        return db.service_update(ctxt, binary, host, topic, version,
+        return service_db.update(ctxt, binary, host, topic, version,
                                  capabilities)
 
     @rpc.endpoint
-    def service_get_all(self, ctxt, binary):
-        return services.get_all(ctxt, binary)
+    def service_get_all(self, ctxt, binary, host=None, limit=None,
+                        marker=None):
+        return services.get_all(ctxt, binary, host=host, limit=limit,
+                                marker=marker)
 
     @rpc.endpoint(senders=SERVICES)
     def service_min_version(self, ctxt, binary):
@@ -138,9 +141,11 @@ class ConductorManager:
         return self.instances.get(ctxt, instance_uuid)
 
     @rpc.endpoint(senders=AGENTS)
-    def instance_list(self, ctxt, host=None):
+    def instance_list(self, ctxt, host=None, name=None, limit=None,
+                      marker=None):
         signing.check_host(ctxt, host, 'instance_list')
-        return self.instances.get_all(ctxt, host)
+        return self.instances.get_all(ctxt, host, name=name, limit=limit,
+                                      marker=marker)
 
     @rpc.endpoint
     def stop_instance(self, ctxt, instance_uuid):
@@ -253,8 +258,9 @@ class ConductorManager:
         return migration
 
     @rpc.endpoint
-    def migration_list(self, ctxt, filters):
-        return self.migrations.get_all(ctxt, filters)
+    def migration_list(self, ctxt, filters, limit=None, marker=None):
+        return self.migrations.get_all(ctxt, filters, limit=limit,
+                                       marker=marker)
 
     @rpc.endpoint(senders=AGENTS)
     def migration_set_status(self, ctxt, migration_id, status, pauses=None):

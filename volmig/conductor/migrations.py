@@ -14,6 +14,7 @@ from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import queue
 from volmig.conductor import rules
 from volmig.conductor import services
+from volmig.conductor import views
 from volmig.db import api as db
 from volmig.db import locks
 from volmig.db import starts
@@ -24,19 +25,8 @@ LOG = logging.getLogger(__name__)
 _STARTED_ALREADY = frozenset({states.STARTED}) | states.COMPLETE_REQUESTED
 
 
-def present(migration: dict) -> dict:
-    """The public view: add an estimate of the time left."""
-    view = dict(migration)
-    # Which process waits on a start is the conductor's business alone.
-    view.pop('owner', None)
-    view['eta_seconds'] = None
-    started = migration.get('job_started_at')
-    done, total = migration['bytes_done'], migration['bytes_total']
-    if started and total and 0 < done < total:
-        elapsed = max(timeutils.delta_seconds(started, timeutils.utcnow()),
-                      0.001)
-        view['eta_seconds'] = round((total - done) * elapsed / done, 1)
-    return view
+# The public view of a migration, as every answer gives it.
+present = views.present
 
 
 class MigrationConductor:
@@ -74,12 +64,11 @@ class MigrationConductor:
         if latest and latest['status'] in _STARTED_ALREADY:
             return {'migration': present(latest), 'bdm': None,
                     'created': False}
-        # Read before the decision's transaction: no lock is held across
-        # a call to another service. What this read misses, the decision
-        # sees in the volume's mappings (rules.check_attachments_seen).
-        # The volume the attachment is on, which a complete onto another
-        # volume's attachment may have changed; the records keep the
-        # mapping's volume id, the one its server's devices are known by.
+        # Read before the decision's transaction, as no lock is held across
+        # a call to another service (what it misses, the decision sees in
+        # the mappings: rules.check_attachments_seen): the volume the
+        # attachment is on, which a complete onto another volume's
+        # attachment may have changed; the records keep the mapping's.
         volume = self.volume_api.volume_of_attachment(
             ctxt, found['bdm']['volume_id'], found['bdm']['attachment_id'])
         if not queue.capped(found['service']):
@@ -88,6 +77,7 @@ class MigrationConductor:
             return self._begin(ctxt, starting, owner, found, volume,
                                capped=True)
 
+    @db.retried
     def _begin(self, ctxt, starting: bool, owner: str | None, found: dict,
                volume: dict, capped: bool = False) -> dict:
         bdm, instance, service = (found['bdm'], found['instance'],
@@ -150,20 +140,30 @@ class MigrationConductor:
 
     def accept_complete(self, ctxt, src_attachment_id: str,
                         dst_attachment_id: str) -> dict:
-        """Record the complete and connect dst, unless block storage did;
-        returns ``{'migration', 'bdm', 'dst_connection_info', 'send'}``."""
+        """Record the complete and connect dst, unless block storage did:
+        ``{'migration', 'bdm', 'dst_connection_info', 'send'}``."""
         migration = self._latest(ctxt, src_attachment_id, 'complete')
-        send = rules.check_can_complete(migration, dst_attachment_id)
-        if not send:
-            return {'migration': present(migration), 'bdm': None,
-                    'dst_connection_info': None, 'send': False}
+        first = rules.check_can_complete(migration, dst_attachment_id)
+        if not first and migration['status'] != states.COMPLETING:
+            return {'migration': present(migration), 'send': False,
+                    'bdm': None, 'dst_connection_info': None}
         bdm = db.bdm_get_by_attachment(ctxt, src_attachment_id)
-        dst = self.volume_api.attachment_get(ctxt, dst_attachment_id)
-        rules.check_dst_attachment(migration, dst)
-        rules.check_dst_volume(migration, *(
-            {'id': volume_id,
-             'size_mb': self.volume_api.volume_size_mb(ctxt, volume_id)}
-            for volume_id in (migration['volume_id'], dst['volume_id'])))
+        if first:
+            migration, dst = self._record_complete(ctxt, migration, bdm,
+                                                   dst_attachment_id)
+        else:
+            # Asked again before the agent reported the switch, it is sent
+            # again (its conductor may have died before it was cast): the
+            # agent acts only while it is completing and runs no job of it.
+            dst = services.dst_to_send(self.volume_api, ctxt,
+                                       dst_attachment_id, migration['host'],
+                                       bdm['attach_mode'])
+        return {'migration': present(migration), 'bdm': bdm, 'send': True,
+                'dst_connection_info': dst['connection_info']}
+
+    def _record_complete(self, ctxt, migration, bdm, dst_attachment_id):
+        dst = services.checked_dst(self.volume_api, ctxt, migration,
+                                   dst_attachment_id)
         # The compare-and-swap before any other change: a complete that
         # loses to a cancel, or to another complete, changes nothing.
         migration = db.migration_update(
@@ -171,19 +171,15 @@ class MigrationConductor:
                                     'dst_attachment_id': dst_attachment_id},
             expected_status=states.STARTED)
         try:
-            if not rules.dst_connected(dst):
-                dst = self.volume_api.attachment_update(
-                    ctxt, dst_attachment_id, services.connector(
-                        ctxt, migration['host'], bdm['attach_mode']))
+            return migration, services.connect_dst(
+                self.volume_api, ctxt, dst, migration['host'],
+                bdm['attach_mode'])
         except Exception:
             # No agent has heard of this complete yet: back to started.
-            db.migration_update(ctxt, migration['id'],
-                                {'status': states.STARTED,
-                                 'dst_attachment_id': None},
-                                expected_status=states.COMPLETING)
+            db.migration_update(ctxt, migration['id'], {
+                'status': states.STARTED, 'dst_attachment_id': None},
+                expected_status=states.COMPLETING)
             raise
-        return {'migration': present(migration), 'bdm': bdm,
-                'dst_connection_info': dst['connection_info'], 'send': True}
 
     def get(self, ctxt, migration_ref: str) -> dict:
         """By migration id, or the latest one of a source attachment."""
@@ -196,9 +192,9 @@ class MigrationConductor:
                 raise
             return present(latest)
 
-    def get_all(self, ctxt, filters: dict) -> list[dict]:
-        return [present(migration)
-                for migration in db.migration_get_all(ctxt, **filters)]
+    def get_all(self, ctxt, filters: dict, **page) -> list[dict]:
+        return [present(m) for m in db.migration_get_all(ctxt, **filters,
+                                                         **page)]
 
     # What the API and the agents report. Each is one compare-and-swap on
     # the status, in the transaction of the records its effect changes.
@@ -218,6 +214,7 @@ class MigrationConductor:
         except exception.InvalidMigrationState:
             pass  # it moved on meanwhile: nothing is left to hand over
 
+    @db.retried
     def switched(self, ctxt, migration_id: str, pauses: dict) -> dict:
         """The guest is on dst: src may be released.
 
@@ -276,6 +273,7 @@ class MigrationConductor:
         except exception.InvalidMigrationState:
             return None
 
+    @db.retried
     def _move(self, ctxt, migration_id: str, sources: set, status: str,
               pauses: dict | None, **values) -> dict:
         with db.transaction(ctxt):
@@ -314,16 +312,15 @@ class MigrationConductor:
             'attachment_id': dst['id'],
             'connection_info': dst['connection_info']})
 
+    @db.retried
     def report_progress(self, ctxt, migration_id: str, bytes_done: int,
                         bytes_total: int) -> dict:
         """A job's progress; also the agent's word that it is alive."""
         with db.transaction(ctxt):
             current = db.migration_get(ctxt, migration_id)
-            values: dict = {
-                # Progress never goes backwards, even if reports arrive
-                # out of order.
-                'bytes_done': max(current['bytes_done'], bytes_done),
-                'bytes_total': max(current['bytes_total'], bytes_total)}
+            # Never backwards (the gate keeps the greater figure).
+            values: dict = {'bytes_done': bytes_done,
+                            'bytes_total': bytes_total}
             if current['status'] == states.SRC_RELEASED:
                 # The first report of the commit job.
                 values.update(status=states.COMMITTING,
@@ -332,6 +329,7 @@ class MigrationConductor:
                 ctxt, migration_id, values,
                 expected_status=current['status']))
 
+    @db.retried
     def fail(self, ctxt, migration_id: str, reason: str,
              recovery_needed: bool) -> dict:
         current = db.migration_get(ctxt, migration_id)
@@ -356,6 +354,7 @@ class MigrationConductor:
                    'reason': reason, 'instance': current['instance_uuid']})
         return present(migration)
 
+    @db.retried
     def recovered(self, ctxt, migration_id: str, side: str) -> dict:
         """A failed migration's guest is whole again, on ``side``.
 

@@ -45,6 +45,7 @@ from volmig.conductor import services
 from volmig.conf import CONF
 from volmig.db import api as db
 from volmig.db import moves as records
+from volmig.db import services as service_db
 
 LOG = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ class MoveConductor:
     @staticmethod
     def _owner_up(ctxt, move: dict) -> bool:
         try:
-            return services.service_is_up(db.service_get(
+            return services.service_is_up(service_db.get(
                 ctxt, 'volmig-conductor', move['owner']))
         except exception.ServiceNotFound:
             return False

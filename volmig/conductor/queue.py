@@ -32,6 +32,7 @@ from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conductor import start
 from volmig.conf import CONF
 from volmig.db import api as db
+from volmig.db import services as service_db
 
 LOG = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ class MigrationQueue:
         # The agent announces whether it answers with a result.
         answers = self.compute_api.can_send_version(
             compute_rpcapi.OWNER_VERSION)
-        service = db.service_get(ctxt, compute_rpcapi.BINARY,
+        service = service_db.get(ctxt, compute_rpcapi.BINARY,
                                  migration['host'])
         with caps_lock():
             reason = reason_to_queue(ctxt, service, migration['volume_id'])

@@ -14,6 +14,7 @@ from volmig.conductor import healer as healer_mod
 from volmig.conductor import migrations as migration_conductor
 from volmig.conductor import services
 from volmig.db import api as db
+from volmig.db import services as service_db
 
 LOG = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ class OperatorRecovery:
 
     def _agent_up(self, ctxt, host: str) -> bool:
         try:
-            service = db.service_get(ctxt, compute_rpcapi.BINARY, host)
+            service = service_db.get(ctxt, compute_rpcapi.BINARY, host)
         except exception.ServiceNotFound:
             return False
         return services.service_is_up(service)

@@ -1,45 +1,14 @@
 """Client side of the conductor's RPC API.
 
-API version history:
-
-    1.0 - Initial version.
-    1.1 - migration_set_status takes pauses: the guest I/O pauses, in
-          milliseconds, of the driver steps that led to the status.
-    1.2 - swap_volume, volume_swapped and swap_failed: the legacy swap.
-    1.3 - The conductor is the only writer of a migration's status: the
-          API records starts (migration_begin with starting,
-          migration_started); agents report the ends of their jobs
-          (migration_switched, migration_job_ended, migration_recovered)
-          and power changes (instance_power_changed,
-          instance_build_failed); migration_work_for_host; what operators
-          run (migration_abort, migration_force_complete,
-          migration_recover, instance_reset_state). An agent may no
-          longer write instance columns: instance_update and
-          migration_set_status serve only agents older than 1.3.
-    1.4 - Real guests: build_instances takes image_ref;
-          instance_build_failed takes the reason, and
-          volume_detach_failed ends a detach the guest refused, both
-          recorded as the server's fault; instance_console_output;
-          instance_list takes a host.
-    1.5 - Operations: service_set_disabled (a disabled compute host
-          takes no new servers), service_delete, and
-          migration_count_by_status for the metrics;
-          migration_work_for_host takes the agent's uptime.
-    1.6 - The calls that delete or override records (service_set_disabled,
-          service_delete, delete_instance, migration_abort,
-          migration_force_complete, migration_recover,
-          instance_reset_state) are served on OPERATOR_TOPIC, which only
-          volmig-api's and volmig-manage's RabbitMQ users may publish to;
-          on TOPIC only with [conductor] legacy_operator_topic.
-    1.7 - migration_begin takes the start's owner (volmig.owners), and
-          migration_release hands a start whose call to the agent timed
-          out over to the healer, so no timer guesses who owns a start.
+Its versions, and what each added, are in
+``doc/source/rpc_api_version_history.rst``.
 """
 
 from oslo_log import log as logging
 
 from volmig import context as volmig_context
 from volmig import exception
+from volmig import paging
 from volmig import rpc
 from volmig import states
 from volmig.conf import CONF
@@ -48,12 +17,13 @@ LOG = logging.getLogger(__name__)
 
 BINARY = TOPIC = 'volmig-conductor'
 OPERATOR_TOPIC = 'volmig-conductor-operator'
-RPC_API_VERSION = '1.7'
+RPC_API_VERSION = '1.8'
 OWNER_VERSION = '1.3'
 GUESTS_VERSION = '1.4'
 OPERATIONS_VERSION = '1.5'
 OPERATOR_TOPIC_VERSION = '1.6'
 LEASE_VERSION = '1.7'
+PAGES_VERSION = '1.8'
 
 # Release names an operator may put in [upgrade_levels] conductor.
 VERSION_ALIASES = {
@@ -95,7 +65,11 @@ class ConductorAPI:
         return self._client
 
     def can_send_version(self, version: str) -> bool:
-        return self.client.can_send_version(version)
+        # Until a conductor has registered its version, the client is an
+        # uncapped probe and the conductor answering may be of any
+        # release: nothing newer than 1.0 is asked of it.
+        client = self.client
+        return self._client is not None and client.can_send_version(version)
 
     def _call(self, ctxt, method, **kwargs):
         return self.client.prepare(version='1.0').call(ctxt, method, **kwargs)
@@ -112,8 +86,23 @@ class ConductorAPI:
                 ctxt, 'service_update', binary=binary, host=host,
                 topic=topic, version=version, capabilities=capabilities)
 
-    def service_get_all(self, ctxt, binary=None):
-        return self._call(ctxt, 'service_get_all', binary=binary)
+    def _page(self, ctxt, method: str, key: str, old: dict, page: dict,
+              keep=lambda item: True) -> list:
+        """A page of a list (``page``: its filters, ``limit`` and
+        ``marker``, the ``key`` of the item before it). A conductor older
+        than 1.8 is asked for the whole list (``old``: its 1.0
+        arguments), and the page is cut from it here."""
+        if self.can_send_version(PAGES_VERSION):
+            return self.client.prepare(version=PAGES_VERSION).call(
+                ctxt, method, **old, **page)
+        return paging.cut([item for item in self._call(ctxt, method, **old)
+                           if keep(item)], key, page['limit'], page['marker'])
+
+    def service_get_all(self, ctxt, binary=None, host=None, limit=None,
+                        marker=None):
+        return self._page(ctxt, 'service_get_all', 'id', {'binary': binary},
+                          {'host': host, 'limit': limit, 'marker': marker},
+                          lambda service: host in (None, service['host']))
 
     def service_min_version(self, ctxt, binary):
         return self._call(ctxt, 'service_min_version', binary=binary)
@@ -177,8 +166,16 @@ class ConductorAPI:
     def instance_get(self, ctxt, instance_uuid):
         return self._call(ctxt, 'instance_get', instance_uuid=instance_uuid)
 
-    def instance_list(self, ctxt, host=None):
+    def instance_list(self, ctxt, host=None, name=None, limit=None,
+                      marker=None):
         """Servers, only ``host``'s where the conductor can filter."""
+        if name or limit is not None or marker is not None:
+            return self._page(
+                ctxt, 'instance_list', 'uuid', {},
+                {'host': host, 'name': name, 'limit': limit,
+                 'marker': marker},
+                lambda server: (host in (None, server['host'])
+                                and (name or '') in server['name']))
         if host and self.can_send_version(GUESTS_VERSION):
             return self.client.prepare(version=GUESTS_VERSION).call(
                 ctxt, 'instance_list', host=host)
@@ -314,8 +311,9 @@ class ConductorAPI:
     def migration_get(self, ctxt, migration_ref):
         return self._call(ctxt, 'migration_get', migration_ref=migration_ref)
 
-    def migration_list(self, ctxt, filters):
-        return self._call(ctxt, 'migration_list', filters=filters)
+    def migration_list(self, ctxt, filters, limit=None, marker=None):
+        return self._page(ctxt, 'migration_list', 'id', {'filters': filters},
+                          {'limit': limit, 'marker': marker})
 
     # Volume migrations: what compute agents report.
 

@@ -5,20 +5,28 @@ their migrations carry on. A record is deleted only once its service is
 down for good and, for a compute host, has no servers left.
 """
 
+import datetime
+
 from oslo_utils import timeutils
 
 from volmig import exception
 from volmig import owners
 from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
+from volmig.conductor import rules
 from volmig.conf import CONF
 from volmig.db import api as db
+from volmig.db import services as service_db
+
+
+def up_since() -> datetime.datetime:
+    """A service seen since this is up."""
+    return timeutils.utcnow() - datetime.timedelta(
+        seconds=CONF.service_down_time)
 
 
 def service_is_up(service: dict) -> bool:
-    age = timeutils.delta_seconds(service['last_seen_at'],
-                                  timeutils.utcnow())
-    return age <= CONF.service_down_time
+    return service['last_seen_at'] >= up_since()
 
 
 def in_flight(ctxt, migration: dict) -> bool:
@@ -35,26 +43,27 @@ def owner_alive(ctxt, owner: str | None) -> bool:
         return False
     binary, host, generation = owners.parse(owner)
     try:
-        service = db.service_get(ctxt, binary, host)
+        service = service_db.get(ctxt, binary, host)
     except exception.ServiceNotFound:
         return False
     return (service_is_up(service) and
             service['capabilities'].get(owners.CAPABILITY) == generation)
 
 
-def get_all(ctxt, binary: str | None = None) -> list[dict]:
+def get_all(ctxt, binary: str | None = None, **page) -> list[dict]:
+    """``page``: ``host``, ``limit``, ``marker`` (``service_db.get_all``)."""
     return [dict(service, is_up=service_is_up(service))
-            for service in db.service_get_all(ctxt, binary)]
+            for service in service_db.get_all(ctxt, binary, **page)]
 
 
 def set_disabled(ctxt, binary: str, host: str, disabled: bool,
                  reason: str | None = None) -> dict:
-    service = db.service_set_disabled(ctxt, binary, host, disabled, reason)
+    service = service_db.set_disabled(ctxt, binary, host, disabled, reason)
     return dict(service, is_up=service_is_up(service))
 
 
 def delete(ctxt, binary: str, host: str) -> None:
-    service = db.service_get(ctxt, binary, host)
+    service = service_db.get(ctxt, binary, host)
     if service_is_up(service):
         raise exception.ServiceIsUp(binary=binary, host=host)
     if binary == compute_rpcapi.BINARY:
@@ -62,7 +71,7 @@ def delete(ctxt, binary: str, host: str) -> None:
         if servers:
             raise exception.ServiceInUse(binary=binary, host=host,
                                          count=len(servers))
-    db.service_delete(ctxt, binary, host)
+    service_db.delete(ctxt, binary, host)
 
 
 def connector(ctxt, host: str, attach_mode: str) -> dict:
@@ -73,8 +82,42 @@ def connector(ctxt, host: str, attach_mode: str) -> dict:
     which is all volmig-volume needs.
     """
     try:
-        announced = db.service_get(ctxt, compute_rpcapi.BINARY,
+        announced = service_db.get(ctxt, compute_rpcapi.BINARY,
                                    host)['capabilities'].get('connector')
     except exception.ServiceNotFound:
         announced = None
     return dict(announced or {}, host=host, mode=attach_mode)
+
+
+def checked_dst(volume_api, ctxt, migration: dict,
+                dst_attachment_id: str) -> dict:
+    """dst's attachment, once it is found fit for the migration."""
+    dst = volume_api.attachment_get(ctxt, dst_attachment_id)
+    rules.check_dst_attachment(migration, dst)
+    rules.check_dst_volume(migration, *(
+        {'id': volume_id, 'size_mb': volume_api.volume_size_mb(ctxt,
+                                                               volume_id)}
+        for volume_id in (migration['volume_id'], dst['volume_id'])))
+    return dst
+
+
+def dst_to_send(volume_api, ctxt, dst_attachment_id: str, host: str,
+                attach_mode: str) -> dict:
+    """dst's attachment for a complete recorded before: connected now if
+    it never was (its conductor died between recording the complete and
+    connecting dst). One connected already is left as it is: a switch
+    may have attached it."""
+    dst = volume_api.attachment_get(ctxt, dst_attachment_id)
+    if dst['connection_info']:
+        return dst
+    return connect_dst(volume_api, ctxt, dst, host, attach_mode)
+
+
+def connect_dst(volume_api, ctxt, dst: dict, host: str,
+                attach_mode: str) -> dict:
+    """dst's attachment, connected for the guest's ``host`` unless block
+    storage connected it already (``rules.dst_connected``)."""
+    if rules.dst_connected(dst):
+        return dst
+    return volume_api.attachment_update(ctxt, dst['id'],
+                                        connector(ctxt, host, attach_mode))

@@ -19,6 +19,10 @@ api_opts = [
                 help='Port the REST API listens on; 0 picks a free one.'),
     cfg.IntOpt('workers', default=16, min=1,
                help='Threads serving REST requests in volmig-api.'),
+    cfg.IntOpt('max_limit', default=1000, min=1,
+               help='The most items a REST list returns at once, as '
+                    "Nova's: a request that asks for none or for more "
+                    'gets this many, with a link to the next page.'),
     cfg.IntOpt('healthcheck_cache_seconds', default=5, min=0,
                help='How long /healthcheck answers with its last look at '
                     'RabbitMQ, which costs a connection of its own: probes '

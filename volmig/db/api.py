@@ -4,108 +4,30 @@ import datetime
 import typing
 
 from oslo_db import exception as db_exc
-from oslo_db.sqlalchemy import enginefacade
-from oslo_service import backend
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
 from volmig import exception
-from volmig import metrics
 from volmig import states
+from volmig.db import engine
 from volmig.db import models
-from volmig.db import sqlite
 
-_CONTEXT = enginefacade.transaction_context()
-
-
-def configure(connection: str) -> None:
-    """Point the data layer at a database; used by services and tests."""
-    global _CONTEXT
-    _CONTEXT = enginefacade.transaction_context()
-    # oslo.db yields the processor as each connection goes back to its
-    # pool so that green threads take turns; native threads are
-    # preempted, and there the yield hands the interpreter lock away in
-    # the middle of a request.
-    green = backend.get_backend_type() == backend.BackendType.EVENTLET
-    _CONTEXT.configure(connection=connection, sqlite_fk=True,
-                       thread_checkin=green)
-    _CONTEXT.append_on_engine_create(sqlite.pool_connections)
-    _CONTEXT.append_on_engine_create(sqlite.serialize_transactions)
-    _CONTEXT.append_on_engine_create(metrics.count_statements)
-
-
-def transaction(ctxt):
-    """One transaction around several calls of this module."""
-    return _CONTEXT.writer.using(ctxt)
-
-
-def get_engine():
-    return _CONTEXT.writer.get_engine()
+configure = engine.configure
+transaction = engine.transaction
+get_engine = engine.get_engine
+retried = engine.retried
+page = engine.page
 
 
 def _dicts(rows) -> list[dict]:
     return [row.to_dict() for row in rows]
 
 
-# Services.
-
-def service_update(ctxt, binary: str, host: str, topic: str, version: str,
-                   capabilities: dict) -> dict:
-    """Create or refresh a service record; this is the heartbeat."""
-    with _CONTEXT.writer.using(ctxt) as session:
-        service = session.scalars(sa.select(models.Service).filter_by(
-            binary=binary, host=host)).first()
-        if service is None:
-            service = models.Service(binary=binary, host=host)
-            session.add(service)
-        service.topic = topic
-        service.version = version
-        service.capabilities = capabilities
-        service.last_seen_at = timeutils.utcnow()
-        session.flush()
-        return service.to_dict()
-
-
-def service_get_all(ctxt, binary: str | None = None) -> list[dict]:
-    with _CONTEXT.reader.using(ctxt) as session:
-        query = sa.select(models.Service).order_by(models.Service.host)
-        if binary:
-            query = query.filter_by(binary=binary)
-        return _dicts(session.scalars(query))
-
-
-def _service(session, binary: str, host: str):
-    service = session.scalars(sa.select(models.Service).filter_by(
-        binary=binary, host=host)).first()
-    if service is None:
-        raise exception.ServiceNotFound(binary=binary, host=host)
-    return service
-
-
-def service_get(ctxt, binary: str, host: str) -> dict:
-    with _CONTEXT.reader.using(ctxt) as session:
-        return _service(session, binary, host).to_dict()
-
-
-def service_set_disabled(ctxt, binary: str, host: str, disabled: bool,
-                         reason: str | None) -> dict:
-    with _CONTEXT.writer.using(ctxt) as session:
-        service = _service(session, binary, host)
-        service.disabled = disabled
-        service.disabled_reason = reason if disabled else None
-        session.flush()
-        return service.to_dict()
-
-
-def service_delete(ctxt, binary: str, host: str) -> None:
-    with _CONTEXT.writer.using(ctxt) as session:
-        session.delete(_service(session, binary, host))
-
-
 # Instances.
 
+@engine.retried
 def instance_create(ctxt, values: dict) -> dict:
-    with _CONTEXT.writer.using(ctxt) as session:
+    with engine.transaction(ctxt) as session:
         instance = models.Instance(**values)
         session.add(instance)
         session.flush()
@@ -116,30 +38,40 @@ def _instance_query(uuid: str):
     return sa.select(models.Instance).filter_by(uuid=uuid, deleted_at=None)
 
 
+@engine.retried
 def instance_get(ctxt, uuid: str) -> dict:
-    with _CONTEXT.reader.using(ctxt) as session:
+    with engine.reader(ctxt) as session:
         instance = session.scalars(_instance_query(uuid)).first()
         if instance is None:
             raise exception.InstanceNotFound(instance_uuid=uuid)
         return instance.to_dict()
 
 
+@engine.retried
 def instance_get_all(ctxt, host: str | None = None,
-                     project_id: str | None = None) -> list[dict]:
-    with _CONTEXT.reader.using(ctxt) as session:
-        query = sa.select(models.Instance).filter_by(
-            deleted_at=None).order_by(models.Instance.id)
+                     project_id: str | None = None, name: str | None = None,
+                     limit: int | None = None, marker=None) -> list[dict]:
+    """Servers, oldest first; ``name`` is a part of theirs; a page of
+    ``limit`` after the server ``marker``."""
+    with engine.reader(ctxt) as session:
+        query = sa.select(models.Instance).filter_by(deleted_at=None)
         if host:
             query = query.filter_by(host=host)
         if project_id:
             query = query.filter_by(project_id=project_id)
-        return _dicts(session.scalars(query))
+        if name:
+            query = query.where(models.Instance.name.contains(
+                name, autoescape=True))
+        return _dicts(session.scalars(engine.page(
+            session, query, models.Instance, limit, marker, 'uuid',
+            ['id'])))
 
 
 _ANY = object()
 _INSTANCES = models.table(models.Instance)
 
 
+@engine.retried
 def instance_update(ctxt, uuid: str, values: dict,
                     expected_task_state=_ANY, fetch: bool = True) -> dict:
     """Update an instance; with expected_task_state, only if it matches.
@@ -148,7 +80,7 @@ def instance_update(ctxt, uuid: str, values: dict,
     same instance cannot both win. Without ``fetch`` the instance is not
     read back, and an empty dict is returned.
     """
-    with _CONTEXT.writer.using(ctxt) as session:
+    with engine.transaction(ctxt) as session:
         stmt = sa.update(_INSTANCES).where(
             _INSTANCES.c.uuid == uuid,
             _INSTANCES.c.deleted_at.is_(None)).values(
@@ -174,9 +106,10 @@ def instance_update(ctxt, uuid: str, values: dict,
         return session.scalars(_instance_query(uuid)).one().to_dict()
 
 
+@engine.retried
 def instances_in_task_older_than(ctxt, task_states,
                                  age: datetime.timedelta) -> list[dict]:
-    with _CONTEXT.reader.using(ctxt) as session:
+    with engine.reader(ctxt) as session:
         cutoff = timeutils.utcnow() - age
         return _dicts(session.scalars(sa.select(models.Instance).where(
             models.Instance.deleted_at.is_(None),
@@ -185,8 +118,9 @@ def instances_in_task_older_than(ctxt, task_states,
                              models.Instance.created_at) < cutoff)))
 
 
+@engine.retried
 def instance_destroy(ctxt, uuid: str) -> None:
-    with _CONTEXT.writer.using(ctxt) as session:
+    with engine.transaction(ctxt) as session:
         session.execute(sa.delete(models.BlockDeviceMapping).filter_by(
             instance_uuid=uuid))
         session.execute(sa.update(models.Instance).filter_by(
@@ -196,16 +130,18 @@ def instance_destroy(ctxt, uuid: str) -> None:
 
 # Block device mappings.
 
+@engine.retried
 def bdm_create(ctxt, values: dict) -> dict:
-    with _CONTEXT.writer.using(ctxt) as session:
+    with engine.transaction(ctxt) as session:
         bdm = models.BlockDeviceMapping(**values)
         session.add(bdm)
         session.flush()
         return bdm.to_dict()
 
 
+@engine.retried
 def bdm_get_by_attachment(ctxt, attachment_id: str) -> dict:
-    with _CONTEXT.reader.using(ctxt) as session:
+    with engine.reader(ctxt) as session:
         bdm = session.scalars(sa.select(models.BlockDeviceMapping).filter_by(
             attachment_id=attachment_id)).first()
         if bdm is None:
@@ -213,8 +149,9 @@ def bdm_get_by_attachment(ctxt, attachment_id: str) -> dict:
         return bdm.to_dict()
 
 
+@engine.retried
 def bdm_get_by_volume(ctxt, instance_uuid: str, volume_id: str) -> dict:
-    with _CONTEXT.reader.using(ctxt) as session:
+    with engine.reader(ctxt) as session:
         bdm = session.scalars(sa.select(models.BlockDeviceMapping).filter_by(
             instance_uuid=instance_uuid, volume_id=volume_id)).first()
         if bdm is None:
@@ -223,28 +160,35 @@ def bdm_get_by_volume(ctxt, instance_uuid: str, volume_id: str) -> dict:
         return bdm.to_dict()
 
 
-def bdm_get_all(ctxt, instance_uuid: str | None = None,
+@engine.retried
+def bdm_get_all(ctxt, instance_uuid: str | list | None = None,
                 volume_id: str | None = None) -> list[dict]:
-    with _CONTEXT.reader.using(ctxt) as session:
+    """Mappings of a server, or of a list of servers."""
+    with engine.reader(ctxt) as session:
         query = sa.select(models.BlockDeviceMapping).order_by(
             models.BlockDeviceMapping.id)
-        if instance_uuid:
+        if isinstance(instance_uuid, list):
+            query = query.where(
+                models.BlockDeviceMapping.instance_uuid.in_(instance_uuid))
+        elif instance_uuid:
             query = query.filter_by(instance_uuid=instance_uuid)
         if volume_id:
             query = query.filter_by(volume_id=volume_id)
         return _dicts(session.scalars(query))
 
 
+@engine.retried
 def bdm_update(ctxt, bdm_id: int, values: dict) -> dict:
-    with _CONTEXT.writer.using(ctxt) as session:
+    with engine.transaction(ctxt) as session:
         bdm = session.get(models.BlockDeviceMapping, bdm_id)
         bdm.update(values)
         session.flush()
         return bdm.to_dict()
 
 
+@engine.retried
 def bdm_destroy(ctxt, bdm_id: int) -> None:
-    with _CONTEXT.writer.using(ctxt) as session:
+    with engine.transaction(ctxt) as session:
         session.execute(sa.delete(models.BlockDeviceMapping).filter_by(
             id=bdm_id))
 
@@ -252,16 +196,18 @@ def bdm_destroy(ctxt, bdm_id: int) -> None:
 # Volume migrations.
 
 _MIGRATIONS = models.table(models.VolumeMigration)
+_PROGRESS = ('bytes_done', 'bytes_total')
 _INSERT_MIGRATION = sa.insert(_MIGRATIONS).returning(*_MIGRATIONS.c)
 
 
+@engine.retried
 def migration_create(ctxt, values: dict) -> dict:
     values = dict({'status': states.ACCEPTED}, **values)
     if values['status'] not in states.INITIAL:
         raise exception.InvalidInput(
             field='status', reason='a migration cannot begin %s'
             % values['status'])
-    with _CONTEXT.writer.using(ctxt) as session:
+    with engine.transaction(ctxt) as session:
         try:
             # An INSERT that returns the row: no unit of work to flush.
             row = session.execute(_INSERT_MIGRATION, values).one()
@@ -273,8 +219,9 @@ def migration_create(ctxt, values: dict) -> dict:
         return models.VolumeMigration.public(row._mapping)
 
 
+@engine.retried
 def migration_get(ctxt, uuid: str) -> dict:
-    with _CONTEXT.reader.using(ctxt) as session:
+    with engine.reader(ctxt) as session:
         migration = session.scalars(sa.select(
             models.VolumeMigration).filter_by(uuid=uuid)).first()
         if migration is None:
@@ -288,20 +235,23 @@ _LATEST = sa.select(models.VolumeMigration).filter_by(
         models.VolumeMigration.id.desc()).limit(1)
 
 
+@engine.retried
 def migration_get_latest_by_src_attachment(ctxt,
                                            attachment_id: str) -> dict | None:
-    with _CONTEXT.reader.using(ctxt) as session:
+    with engine.reader(ctxt) as session:
         migration = session.scalars(
             _LATEST, {'attachment_id': attachment_id}).first()
         return migration.to_dict() if migration else None
 
 
+@engine.retried
 def migration_get_all(ctxt, status=None, instance_uuid=None, volume_id=None,
-                      host=None, project_id=None) -> list[dict]:
-    """List migrations; ``status`` is one status or a collection of them."""
-    with _CONTEXT.reader.using(ctxt) as session:
-        query = sa.select(models.VolumeMigration).order_by(
-            models.VolumeMigration.id)
+                      host=None, project_id=None, limit: int | None = None,
+                      marker=None) -> list[dict]:
+    """Migrations, oldest first; ``status`` is one status or a collection
+    of them; a page of ``limit`` after the migration ``marker``."""
+    with engine.reader(ctxt) as session:
+        query = sa.select(models.VolumeMigration)
         if status:
             statuses = [status] if isinstance(status, str) else list(status)
             query = query.where(models.VolumeMigration.status.in_(statuses))
@@ -309,7 +259,9 @@ def migration_get_all(ctxt, status=None, instance_uuid=None, volume_id=None,
                    'host': host, 'project_id': project_id}
         query = query.filter_by(
             **{key: value for key, value in filters.items() if value})
-        return _dicts(session.scalars(query))
+        return _dicts(session.scalars(engine.page(
+            session, query, models.VolumeMigration, limit, marker, 'uuid',
+            ['id'])))
 
 
 # Built once, as a start's own statements are (volmig.db.starts).
@@ -318,14 +270,16 @@ _IN_PROGRESS = sa.select(_MIGRATIONS).where(
     _MIGRATIONS.c.volume_id == sa.bindparam('volume_id')).order_by('id')
 
 
+@engine.retried
 def migrations_in_progress(ctxt, volume_id: str) -> list[dict]:
     """The volume's migrations in progress, in one query."""
-    with _CONTEXT.reader.using(ctxt) as session:
+    with engine.reader(ctxt) as session:
         return [models.VolumeMigration.public(row._mapping)
                 for row in session.execute(_IN_PROGRESS,
                                            {'volume_id': volume_id})]
 
 
+@engine.retried
 def migration_update(ctxt, uuid: str, values: dict,
                      expected_status: str | None = None,
                      still_null: tuple = ()) -> dict:
@@ -341,7 +295,14 @@ def migration_update(ctxt, uuid: str, values: dict,
                 field='status', reason='a status write needs the status '
                 'it replaces')
         states.check_transition(uuid, expected_status, values['status'])
-    with _CONTEXT.writer.using(ctxt) as session:
+    values = dict(values, **{
+        # Progress never goes backwards, whatever order reports commit
+        # in: the statement keeps the greater figure (two conductors'
+        # reports read the same row, then each wrote its own maximum).
+        column: sa.case((_MIGRATIONS.c[column] < values[column],
+                         values[column]), else_=_MIGRATIONS.c[column])
+        for column in _PROGRESS if column in values})
+    with engine.transaction(ctxt) as session:
         stmt = sa.update(_MIGRATIONS).where(_MIGRATIONS.c.uuid == uuid).values(
             updated_at=timeutils.utcnow(), **values)
         if expected_status is not None:
@@ -365,11 +326,12 @@ def migration_update(ctxt, uuid: str, values: dict,
         return models.VolumeMigration.public(row._mapping)
 
 
+@engine.retried
 def migrations_older_than(ctxt, statuses,
                           age: datetime.timedelta) -> list[dict]:
     """Migrations in ``statuses`` not updated for ``age``."""
     statuses = [statuses] if isinstance(statuses, str) else list(statuses)
-    with _CONTEXT.reader.using(ctxt) as session:
+    with engine.reader(ctxt) as session:
         cutoff = timeutils.utcnow() - age
         return _dicts(session.scalars(sa.select(
             models.VolumeMigration).where(
@@ -380,16 +342,18 @@ def migrations_older_than(ctxt, statuses,
                 < cutoff)))
 
 
+@engine.retried
 def migration_count_by_status(ctxt) -> dict[str, int]:
-    with _CONTEXT.reader.using(ctxt) as session:
+    with engine.reader(ctxt) as session:
         column: typing.Any = models.VolumeMigration.status
         return dict(session.execute(sa.select(column, sa.func.count())
                                     .group_by(column)).all())
 
 
+@engine.retried
 def migration_get_all_for_recovery(ctxt, host: str) -> list[dict]:
     """A host's migrations in progress, or failed and needing recovery."""
-    with _CONTEXT.reader.using(ctxt) as session:
+    with engine.reader(ctxt) as session:
         return _dicts(session.scalars(sa.select(
             models.VolumeMigration).where(
                 models.VolumeMigration.host == host,

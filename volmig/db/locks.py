@@ -9,8 +9,13 @@ committed: the start sees the new mapping, or the attach sees the
 migration and gives way. Neither can miss the other.
 
 On PostgreSQL the lock is a transaction-level advisory lock on a key
-made from the volume's id, released by the commit. On SQLite every
-transaction takes the database's write lock as it begins
+made from the volume's id, released by the commit. On MySQL and
+MariaDB it is the volume's row in ``volume_locks``, written: InnoDB
+holds the row's lock to the commit, and on Galera, where locks are each
+node's own, the write makes two nodes' transactions conflict, so the
+later commit fails and its transaction runs again from the start
+(``volmig.db.engine.retried``), to see what the first committed. On
+SQLite every transaction takes the database's write lock as it begins
 (``volmig.db.sqlite``), which serializes these transactions already.
 """
 
@@ -20,8 +25,13 @@ import sqlalchemy as sa
 
 from volmig import states
 from volmig.db import api as db_api
+from volmig.db import engine
+from volmig.db import models
 
 _ADVISORY_LOCK = sa.text('SELECT pg_advisory_xact_lock(:key)')
+_ROW_LOCK = sa.text(
+    'INSERT INTO volume_locks (volume_id, taken) VALUES (:volume_id, 1) '
+    'ON DUPLICATE KEY UPDATE taken = taken + 1')
 
 
 def _key(volume_id: str) -> int:
@@ -33,10 +43,14 @@ def _key(volume_id: str) -> int:
 
 def lock_volume(session, volume_id: str) -> None:
     """Hold ``volume_id``'s lock until ``session``'s transaction ends."""
-    if session.get_bind().dialect.name == 'postgresql':
+    dialect = session.get_bind().dialect.name
+    if dialect == 'postgresql':
         session.execute(_ADVISORY_LOCK, {'key': _key(volume_id)})
+    elif dialect in models.MYSQL:
+        session.execute(_ROW_LOCK, {'volume_id': volume_id})
 
 
+@engine.retried
 def attach_check(ctxt, volume_id: str) -> dict:
     """What an attach checks once it has recorded its mapping, read under
     the volume's lock: ``{'migrations'}`` in progress and the volume's

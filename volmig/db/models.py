@@ -79,9 +79,23 @@ class BlockDeviceMapping(Base):
     connection_info = sa.Column(sa.JSON)
 
 
-ACTIVE = sa.text("status NOT IN ('cancelled', 'completed', 'error')")
-EXCLUSIVE = sa.text("status NOT IN ('cancelled', 'completed', 'error') "
-                    "AND exclusive")
+_IN_PROGRESS = "status NOT IN ('cancelled', 'completed', 'error')"
+ACTIVE = sa.text(_IN_PROGRESS)
+EXCLUSIVE = sa.text(_IN_PROGRESS + " AND exclusive")
+# SQLAlchemy's names for MySQL's dialect, and MariaDB's.
+MYSQL = ('mysql', 'mariadb')
+# MySQL and MariaDB have no partial index: there each of the two indexes
+# below is a unique index on a stored generated column, the key while
+# the migration is in progress and NULL after (alembic 0010). Index:
+# (column, the column's expression).
+MYSQL_GUARDS = {
+    'volume_migrations_one_active_idx': (
+        'active_attachment_id',
+        'CASE WHEN %s THEN src_attachment_id END' % _IN_PROGRESS),
+    'volume_migrations_one_exclusive_idx': (
+        'exclusive_volume_id',
+        'CASE WHEN %s AND exclusive THEN volume_id END' % _IN_PROGRESS),
+}
 
 
 class VolumeMigration(Base):
@@ -234,3 +248,12 @@ class VolumeMove(Base):
     copy_host = sa.Column(sa.String(255))
     checksum = sa.Column(sa.String(64))
     error = sa.Column(sa.Text)
+
+
+class VolumeLock(Base):
+    """A volume's lock row on MySQL and MariaDB (``volmig.db.locks``)."""
+    __tablename__ = 'volume_locks'
+
+    volume_id = sa.Column(sa.String(36), primary_key=True)
+    # Written by each taker: on Galera, the write is what conflicts.
+    taken = sa.Column(sa.BigInteger, nullable=False, server_default='0')

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from volmig import exception
 from volmig import states
 from volmig.db import api as db_api
+from volmig.db import engine
 from volmig.db import models
 
 
@@ -19,6 +20,7 @@ def _transaction(ctxt):
     return db_api.transaction(ctxt)
 
 
+@engine.retried
 def add_request(ctxt, old_volume_id: str, new_volume_id: str,
                 src_attachment_id: str, entry: dict,
                 status: str) -> dict:
@@ -47,6 +49,7 @@ def add_request(ctxt, old_volume_id: str, new_volume_id: str,
                              % (old_volume_id, new_volume_id))
 
 
+@engine.retried
 def get(ctxt, move_id: str) -> dict:
     with _transaction(ctxt) as session:
         move = session.get(models.VolumeMove, move_id)
@@ -56,6 +59,7 @@ def get(ctxt, move_id: str) -> dict:
         return move.to_dict()
 
 
+@engine.retried
 def get_all(ctxt, statuses) -> list[dict]:
     with _transaction(ctxt) as session:
         return [move.to_dict() for move in session.scalars(
@@ -63,6 +67,7 @@ def get_all(ctxt, statuses) -> list[dict]:
                 models.VolumeMove.status.in_(statuses)))]
 
 
+@engine.retried
 def update(ctxt, move_id: str, expected_status: str, **values) -> dict:
     """Change a move only from ``expected_status``; returns it.
 

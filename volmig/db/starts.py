@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from volmig import exception
 from volmig import states
 from volmig.db import api as db_api
+from volmig.db import engine
 from volmig.db import models
 
 _MAPPINGS = models.table(models.BlockDeviceMapping)
@@ -48,6 +49,7 @@ _ATTACHED_SERVERS = sa.select(_INSTANCES).join(
         _INSTANCES.c.deleted_at.is_(None)).order_by(_MAPPINGS.c.id)
 
 
+@engine.retried
 def context(ctxt, src_attachment_id: str, compute_binary: str) -> dict:
     """The attachment's mapping, its server, the server's compute service
     and the attachment's latest migration (or None), in one query."""
@@ -76,6 +78,7 @@ def attached_servers(ctxt, volume_id: str) -> list[dict]:
             _ATTACHED_SERVERS, {'volume_id': volume_id})]
 
 
+@engine.retried
 def record(ctxt, values: dict) -> dict:
     """Lock the server for the migration and record it, atomically: two
     statements, the server's compare-and-swap and the insert."""

@@ -8,8 +8,10 @@ PATH = '/v2.1/os-volume-pools/{pool}'
 rules = [
     policy.DocumentedRuleDefault(
         name=PREFIX % 'show', check_str=base.ADMIN,
-        description='Show the latest drain of a pool and its progress.',
-        operations=[{'method': 'GET', 'path': PATH}]),
+        description='Show the latest drain of a pool and its progress, '
+                    'and list its drains.',
+        operations=[{'method': 'GET', 'path': PATH},
+                    {'method': 'GET', 'path': PATH + '/drains'}]),
     policy.DocumentedRuleDefault(
         name=PREFIX % 'drain', check_str=base.ADMIN,
         description='Move every volume out of a pool (drain), plan it '

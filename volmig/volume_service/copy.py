@@ -18,7 +18,6 @@ import collections
 from collections.abc import Callable
 from concurrent import futures
 import contextlib
-import ctypes
 import errno
 import fcntl
 import hashlib
@@ -32,6 +31,7 @@ from oslo_utils import timeutils
 import psutil
 
 from volmig import exception
+from volmig.volume_service import writeback
 
 # Linux's FICLONE ioctl: dst shares src's blocks (btrfs, XFS).
 FICLONE = 0x40049409
@@ -41,12 +41,6 @@ ALIGN = 4096
 READ_AHEAD = 2
 
 Progress = Callable[[int, int], None]
-
-# sync_file_range(2) flags; Python's os module does not wrap the call.
-_WAIT_BEFORE, _WRITE, _WAIT_AFTER = 1, 2, 4
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.sync_file_range.argtypes = (ctypes.c_int, ctypes.c_int64,
-                                  ctypes.c_int64, ctypes.c_uint)
 
 LOG = logging.getLogger(__name__)
 # Seconds between progress records of a copy.
@@ -235,38 +229,6 @@ def _background_io():
         thread.ionice(before.ioclass, before.value)
 
 
-def _sync_range(fd: int, offset: int, length: int, flags: int) -> None:
-    if _libc.sync_file_range(fd, offset, length, flags) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-
-
-class _WriteBehind:
-    """Each chunk written starts going to the disk at once, and the copy
-    waits for the one before it: at most two chunks are in flight, so
-    the guests' writes on this disk do not queue behind a volume's
-    dirty pages."""
-
-    def __init__(self, fd: int):
-        self._fd = fd
-        self._flying: tuple[int, int] | None = None
-
-    def written(self, offset: int, length: int) -> None:
-        _sync_range(self._fd, offset, length, _WRITE)
-        self.drain()
-        self._flying = offset, length
-
-    def drain(self) -> None:
-        if self._flying:
-            offset, length = self._flying
-            _sync_range(self._fd, offset, length,
-                        _WAIT_BEFORE | _WRITE | _WAIT_AFTER)
-            # Clean now: dropped rather than crowd the guests' cache.
-            os.posix_fadvise(self._fd, offset, length,
-                             os.POSIX_FADV_DONTNEED)
-            self._flying = None
-
-
 def _same_file_system(src_path: str, dst_path: str) -> bool:
     return os.stat(src_path).st_dev == os.stat(dst_path).st_dev
 
@@ -280,7 +242,7 @@ def _kernel_copy(src_fd: int, dst_fd: int, size: int, io: int,
         return
     except OSError:
         pass
-    behind = _WriteBehind(dst_fd)
+    behind = writeback.WriteBehind(dst_fd)
     for start, length in data_extents(src_fd, size):
         offset, end = start, start + length
         while offset < end:
@@ -296,6 +258,11 @@ def _kernel_copy(src_fd: int, dst_fd: int, size: int, io: int,
                 progress(offset, size)
             throttle(offset)
     behind.drain()
+
+
+def _unless(failed: threading.Event) -> None:
+    if failed.is_set():
+        raise InterruptedError('the copy failed: its hash is not wanted')
 
 
 @_background_io()
@@ -316,15 +283,22 @@ def copy(src_path: str, dst_path: str, chunk_size: int,
     try:
         size = os.fstat(src).st_size
         if offload and _same_file_system(src_path, dst_path):
-            # src is hashed while the kernel copies it.
+            # src is hashed while the kernel copies it; a copy that fails
+            # (or is stopped) stops the hash too, which is not throttled
+            # and could otherwise read the rest of src first.
+            failed = threading.Event()
             with futures.ThreadPoolExecutor(max_workers=1) as hasher:
                 hashed = hasher.submit(
                     _walk, src, size, chunk, digest, zeros,
-                    lambda offset, view: None, None, _Throttle(0), io)
+                    lambda offset, view: _unless(failed), None,
+                    _Throttle(0), io)
                 dst = os.open(dst_path, os.O_WRONLY)
                 try:
                     _kernel_copy(src, dst, size, io, progress, throttle)
                     _settle(dst, size, direct=False)
+                except BaseException:
+                    failed.set()
+                    raise
                 finally:
                     os.close(dst)
                 hashed.result()
@@ -364,9 +338,11 @@ def sha256_from_disk(path: str, chunk_size: int, io_size: int = 0) -> str:
 
 
 def verified_copy(volumes, conf, volume: dict, dst: dict,
-                  max_bytes_per_second: int) -> None:
+                  max_bytes_per_second: int,
+                  check: Callable[[], None] = lambda: None) -> None:
     """Copy src to dst of a volume's move, recording its progress and
-    times on the volume, then verify dst read back from the disk."""
+    times on the volume, then verify dst read back from the disk.
+    ``check`` runs with each progress record; it raises to stop."""
     chunk, io = conf_sizes(conf)
     last = [0.0]
 
@@ -374,6 +350,7 @@ def verified_copy(volumes, conf, volume: dict, dst: dict,
         now = time.monotonic()
         if now - last[0] >= PROGRESS_INTERVAL or done == total:
             last[0] = now
+            check()
             volumes.update_volume(
                 volume['id'], migration_progress=round(
                     100.0 * done / total, 1) if total else 100.0)

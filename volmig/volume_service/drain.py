@@ -192,6 +192,20 @@ class Drainer:
             e['volume_id'] for e in drain['volumes'])
         return dict(drain, dry_run=False, progress=progress(drain, volumes))
 
+    def history(self, ctxt, pool: str, limit: int | None = None,
+                marker: str | None = None) -> list[dict]:
+        """The pool's drains, newest first, each with its progress and
+        without its plan (``show`` gives the latest whole). A finished
+        drain's entries are final; a running one's are brought up to
+        date as ``show`` does."""
+        self.mover.pool_path(pool)
+        drains = [self.show(ctxt, pool, drain) if drain['status'] == RUNNING
+                  else dict(drain, dry_run=False,
+                            progress=progress(drain, {}))
+                  for drain in self.volumes.drains(pool, limit, marker)]
+        return [{key: value for key, value in drain.items()
+                 if key != 'volumes'} for drain in drains]
+
     def cancel(self, ctxt, pool: str) -> dict:
         """Begin no more volumes; those under way finish."""
         drain = self.volumes.drain_latest(pool)

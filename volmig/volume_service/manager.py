@@ -131,8 +131,8 @@ class VolumeManager:
         return self.volumes.get_volume(ctxt, volume_id)
 
     @rpc.endpoint
-    def list_volumes(self, ctxt):
-        return self.volumes.list_volumes(ctxt)
+    def list_volumes(self, ctxt, limit=None, marker=None):
+        return self.volumes.list_volumes(ctxt, limit=limit, marker=marker)
 
     @rpc.endpoint
     def list_pools(self, ctxt):
@@ -164,6 +164,10 @@ class VolumeManager:
     @rpc.endpoint
     def pool_drain_get(self, ctxt, pool):
         return self.drainer.show(ctxt, pool)
+
+    @rpc.endpoint
+    def pool_drain_list(self, ctxt, pool, limit=None, marker=None):
+        return self.drainer.history(ctxt, pool, limit, marker)
 
     @rpc.endpoint
     def pool_drain_cancel(self, ctxt, pool):

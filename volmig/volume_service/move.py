@@ -6,7 +6,8 @@ frozen; 3. copy src to dst; 4. verify dst against src by checksum;
 volume's id; 7. src is deleted. On a failure before any complete, the
 started attachments are cancelled, dst is deleted, and the volume stays
 whole on src. Once a guest may be on dst, dst is never deleted: the
-migration goes forward, or waits for an operator.
+migration goes forward, or waits for an operator. A copy whose migration
+ended (an operator's abort) stops, for no complete can follow it.
 
 Each step is recorded on the volume first (``migration_dst``,
 ``migration_ids``, ``migration_src_path``), so a volmig-volume that
@@ -27,6 +28,7 @@ migration of its pools ends.
 
 import os
 import threading
+import time
 import typing
 
 import futurist
@@ -37,6 +39,7 @@ from volmig import client
 from volmig import concurrency
 from volmig import context as volmig_context
 from volmig import exception
+from volmig import rpc
 from volmig import states
 from volmig.block_storage import base
 from volmig.volume_service import copy as copy_mod
@@ -51,6 +54,10 @@ UNDER_WAY = MIGRATING + (QUEUED,)
 # The conductor ends every migration, or fails it for an operator (its
 # stall timeout), so waiting for one has no deadline of its own here.
 FOREVER = float('inf')
+# Seconds between the copy's asks whether its migrations are still
+# started: an abort stops the copy within this and one chunk, at one
+# call per attachment and interval.
+STILL_STARTED_INTERVAL = 2.0
 
 
 class Mover(recovery.Recovery):
@@ -243,7 +250,8 @@ class Mover(recovery.Recovery):
                                           states.STARTED, timeout=FOREVER)
             if not copied:
                 copy_mod.verified_copy(self.volumes, self.conf, volume, dst,
-                                       max_bytes_per_second)
+                                       max_bytes_per_second,
+                                       self._still_started(ctxt, volume))
             for migration in self._migrations(ctxt, volume):
                 if migration['status'] == states.STARTED:
                     attachment = self._dst_attachment(ctxt, volume, dst,
@@ -266,6 +274,27 @@ class Mover(recovery.Recovery):
         self._drop_src(volume_id)
         LOG.info('Volume %s now lives in pool %s', volume_id, dst['pool'])
         self._after_end()
+
+    def _still_started(self, ctxt, volume: dict):
+        """The copy's check: it raises once a migration of the volume is
+        no longer started. A lost answer lets the copy go on; the end of
+        the copy asks again, patiently."""
+        asked = [time.monotonic()]
+
+        def check() -> None:
+            if time.monotonic() - asked[0] < STILL_STARTED_INTERVAL:
+                return
+            asked[0] = time.monotonic()
+            for migration_id in volume['migration_ids']:
+                try:
+                    status = self.client.get(ctxt, migration_id)['status']
+                except rpc.LOST:
+                    return
+                if status != states.STARTED:
+                    raise exception.MigrationFailed(
+                        migration_id=migration_id,
+                        reason='it is %s, so its copy stopped' % status)
+        return check
 
     def _dst_attachment(self, ctxt, volume, dst, migration) -> dict:
         """dst's attachment for the migration's server, made once."""

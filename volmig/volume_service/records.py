@@ -113,6 +113,7 @@ class VolumeRecords(base.VolumeAdapter):
                 'data': {'volume_id': volume['id'],
                          'access_mode': attachment['attach_mode']}}
 
+    @db_api.retried
     def create_volume(self, ctxt, size_mb, name=None, multiattach=False,
                       pool=None, **extra):
         with _transaction() as session:
@@ -124,6 +125,7 @@ class VolumeRecords(base.VolumeAdapter):
             session.flush()
             return _present(session, volume)
 
+    @db_api.retried
     def update_volume(self, volume_id: str, expected_status=(),
                       no_attach_under_way=False, **values) -> dict:
         """Update a volume; with ``expected_status`` (a tuple of migration
@@ -158,6 +160,7 @@ class VolumeRecords(base.VolumeAdapter):
                     volume_id=volume_id, status=current.migration_status)
             return _present(session, _volume(session, volume_id))
 
+    @db_api.retried
     def get_volume(self, ctxt, volume_id):
         with _transaction() as session:
             row = session.execute(_VOLUME, {'volume_id': volume_id}).first()
@@ -165,12 +168,19 @@ class VolumeRecords(base.VolumeAdapter):
                 raise exception.VolumeNotFound(volume_id=volume_id)
             return _present(session, row)
 
-    def list_volumes(self, ctxt):
+    @db_api.retried
+    def list_volumes(self, ctxt, limit=None, marker=None):
+        """Oldest first: every volume for an admin, a project's for its
+        members; a page of ``limit`` after the volume ``marker``."""
         with _transaction() as session:
+            query = sa.select(models.Volume)
+            if not ctxt.sees_every_project:
+                query = query.filter_by(project_id=ctxt.project_id)
             return [_present(session, volume) for volume in session.scalars(
-                sa.select(models.Volume).order_by(models.Volume.created_at,
-                                                  models.Volume.id))]
+                db_api.page(session, query, models.Volume, limit, marker,
+                            'id', ['created_at', 'id']))]
 
+    @db_api.retried
     def volumes_by_id(self, volume_ids) -> dict[str, dict]:
         """Those of ``volume_ids`` that exist, in two queries."""
         ids = list(volume_ids)
@@ -187,6 +197,7 @@ class VolumeRecords(base.VolumeAdapter):
                     for volume in session.scalars(sa.select(
                         models.Volume).where(models.Volume.id.in_(ids)))}
 
+    @db_api.retried
     def delete_volume(self, ctxt, volume_id):
         with _transaction() as session:
             volume = _volume(session, volume_id)
@@ -197,6 +208,7 @@ class VolumeRecords(base.VolumeAdapter):
             session.delete(volume)
             return gone
 
+    @db_api.retried
     def attachment_create(self, ctxt, volume_id, instance_uuid, mode='rw'):
         with _transaction() as session:
             volume = _lock(session, volume_id)
@@ -213,10 +225,12 @@ class VolumeRecords(base.VolumeAdapter):
             session.flush()
             return _plain(attachment)
 
+    @db_api.retried
     def attachment_get(self, ctxt, attachment_id):
         with _transaction() as session:
             return _plain(_attachment(session, attachment_id))
 
+    @db_api.retried
     def attachment_update(self, ctxt, attachment_id, connector):
         with _transaction() as session:
             attachment = _attachment(session, attachment_id)
@@ -228,17 +242,20 @@ class VolumeRecords(base.VolumeAdapter):
             session.flush()
             return _plain(attachment)
 
+    @db_api.retried
     def attachment_complete(self, ctxt, attachment_id):
         with _transaction() as session:
             _attachment(session, attachment_id).attach_status = (
                 base.ATTACH_ATTACHED)
 
+    @db_api.retried
     def attachment_delete(self, ctxt, attachment_id):
         with _transaction() as session:
             session.delete(_attachment(session, attachment_id))
 
     # What volmig-volume's migrations record.
 
+    @db_api.retried
     def add_migration_id(self, volume_id: str, migration_id: str) -> dict:
         with _transaction() as session:
             volume = _volume(session, volume_id)
@@ -247,6 +264,7 @@ class VolumeRecords(base.VolumeAdapter):
             session.flush()
             return _present(session, volume)
 
+    @db_api.retried
     def adopt(self, volume_id: str, dst_id: str, src_attachment_ids,
               status: str) -> None:
         """dst's data and attachments become the volume's, in one
@@ -266,6 +284,7 @@ class VolumeRecords(base.VolumeAdapter):
                     volume_id=volume_id))
             session.delete(target)
 
+    @db_api.retried
     def purge(self, volume_id: str) -> None:
         """Forget a volume and its attachments (an abandoned dst)."""
         with _transaction() as session:
@@ -274,6 +293,7 @@ class VolumeRecords(base.VolumeAdapter):
             session.execute(sa.delete(models.Volume).filter_by(
                 id=volume_id))
 
+    @db_api.retried
     def restore(self, volumes, attachments) -> None:
         """Insert saved records; those already here are left as they are,
         so an import interrupted after its commit can run again."""
@@ -289,6 +309,7 @@ class VolumeRecords(base.VolumeAdapter):
                             if key in columns[model]}))
                 session.flush()
 
+    @db_api.retried
     def with_migration_under_way(self, statuses) -> list[dict]:
         """Volumes whose migration is in ``statuses``, or whose src file
         is still to be deleted."""
@@ -298,6 +319,7 @@ class VolumeRecords(base.VolumeAdapter):
                     models.Volume.migration_status.in_(list(statuses)),
                     models.Volume.migration_src_path.is_not(None))))]
 
+    @db_api.retried
     def kept_dst(self, status: str) -> list[dict]:
         """Volumes whose migration ended in ``status`` with dst kept."""
         with _transaction() as session:
@@ -306,6 +328,7 @@ class VolumeRecords(base.VolumeAdapter):
                     models.Volume.migration_status == status,
                     models.Volume.migration_dst.is_not(None)))]
 
+    @db_api.retried
     def queued_migrations(self, status: str) -> list[dict]:
         """Volumes whose migration waits in ``status``, oldest first."""
         with _transaction() as session:
@@ -317,6 +340,7 @@ class VolumeRecords(base.VolumeAdapter):
 
     # Pool drains (volmig.volume_service.drain).
 
+    @db_api.retried
     def drain_create(self, **values) -> dict:
         with _transaction() as session:
             drain = models.PoolDrain(**values)
@@ -324,6 +348,7 @@ class VolumeRecords(base.VolumeAdapter):
             session.flush()
             return drain.to_dict()
 
+    @db_api.retried
     def drain_latest(self, pool: str) -> dict | None:
         with _transaction() as session:
             drain = session.scalars(sa.select(models.PoolDrain).filter_by(
@@ -331,12 +356,24 @@ class VolumeRecords(base.VolumeAdapter):
                                     models.PoolDrain.id).limit(1)).first()
             return drain.to_dict() if drain else None
 
+    @db_api.retried
+    def drains(self, pool: str, limit: int | None = None,
+               marker: str | None = None) -> list[dict]:
+        """The pool's drains, newest first; a page after ``marker``."""
+        with _transaction() as session:
+            return [drain.to_dict() for drain in session.scalars(
+                db_api.page(session, sa.select(models.PoolDrain).filter_by(
+                    pool=pool), models.PoolDrain, limit, marker, 'id',
+                    ['created_at', 'id'], sort_dir='desc'))]
+
+    @db_api.retried
     def drains_running(self) -> list[dict]:
         with _transaction() as session:
             return [drain.to_dict() for drain in session.scalars(
                 sa.select(models.PoolDrain).filter_by(
                     status='running').order_by(models.PoolDrain.created_at))]
 
+    @db_api.retried
     def drain_update(self, drain_id: str, expected_status: str,
                      **values) -> dict:
         """Update a drain, only while it is in ``expected_status``."""

@@ -6,13 +6,17 @@ API version history:
 
     1.0 - Initial version.
     1.1 - drain_pool, pool_drain_get, pool_drain_cancel.
+    1.2 - list_volumes takes limit and marker: a page of the volumes.
+    1.3 - pool_drain_list: a page of a pool's drains.
 """
 
 from volmig import rpc
 
 TOPIC = 'volmig-volume'
-RPC_API_VERSION = '1.1'
+RPC_API_VERSION = '1.3'
 DRAIN_VERSION = '1.1'
+PAGES_VERSION = '1.2'
+DRAINS_VERSION = '1.3'
 
 
 class StorageAPI:
@@ -32,8 +36,11 @@ class StorageAPI:
     def get_volume(self, ctxt, volume_id):
         return self._call(ctxt, 'get_volume', volume_id=volume_id)
 
-    def list_volumes(self, ctxt):
-        return self._call(ctxt, 'list_volumes')
+    def list_volumes(self, ctxt, limit=None, marker=None):
+        if limit is None and marker is None:
+            return self._call(ctxt, 'list_volumes')
+        return self._call(ctxt, 'list_volumes', version=PAGES_VERSION,
+                          limit=limit, marker=marker)
 
     def list_pools(self, ctxt) -> list[dict]:
         return self._call(ctxt, 'list_pools')
@@ -66,6 +73,11 @@ class StorageAPI:
     def pool_drain_get(self, ctxt, pool: str) -> dict:
         return self._call(ctxt, 'pool_drain_get', version=DRAIN_VERSION,
                           pool=pool)
+
+    def pool_drain_list(self, ctxt, pool: str, limit: int | None = None,
+                        marker: str | None = None) -> list[dict]:
+        return self._call(ctxt, 'pool_drain_list', version=DRAINS_VERSION,
+                          pool=pool, limit=limit, marker=marker)
 
     def pool_drain_cancel(self, ctxt, pool: str) -> dict:
         return self._call(ctxt, 'pool_drain_cancel', version=DRAIN_VERSION,

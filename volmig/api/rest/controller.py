@@ -1,16 +1,49 @@
 """What every REST controller shares: its RPC clients and the lookups
 that apply project scoping."""
 
+import urllib.parse
+
 from volmig import block_storage
 from volmig import exception
 from volmig import policy
 from volmig.api import validation
 from volmig.conductor import rpcapi as conductor_rpcapi
+from volmig.conf import CONF
 
 
 def visible(ctxt, project_id: str | None) -> bool:
-    """Admins, and services acting for users, see every project."""
-    return ctxt.is_admin or ctxt.is_service or project_id == ctxt.project_id
+    return ctxt.sees_every_project or project_id == ctxt.project_id
+
+
+def page(req, marker_type=str) -> dict:
+    """A list request's page, as Nova reads it: ``limit`` items at most,
+    ``[api] max_limit`` when it asks for none or for more, after the
+    item ``marker`` names."""
+    limit = req.GET.pop('limit', None)
+    if limit is not None:
+        if not limit.isdigit():
+            raise exception.InvalidInput(
+                field='limit', reason='%r is not a non-negative integer'
+                % limit)
+        limit = min(int(limit), CONF.api.max_limit)
+    marker = req.GET.pop('marker', None)
+    if marker is not None and marker_type is int:
+        if not marker.isdigit():
+            raise exception.MarkerNotFound(marker=marker)
+        marker = int(marker)
+    return {'limit': CONF.api.max_limit if limit is None else limit,
+            'marker': marker}
+
+
+def links(req, collection: str, items: list, page: dict,
+          key: str = 'id') -> dict:
+    """``{collection_links: [next]}`` when the page is full: the same
+    request from its last item on; ``{}`` on the last page."""
+    if not items or len(items) < page['limit']:
+        return {}
+    query = dict(req.GET, limit=page['limit'], marker=items[-1][key])
+    return {collection + '_links': [{'rel': 'next', 'href': '%s?%s' % (
+        req.path_url, urllib.parse.urlencode(sorted(query.items())))}]}
 
 
 def _check_owner(ctxt, project_id, rule: str | None, not_found) -> None:

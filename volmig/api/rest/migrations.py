@@ -14,10 +14,12 @@ class MigrationsController(controller.Controller):
 
     def index(self, req):
         policy.authorize(req.context, RULE)
+        page = controller.page(req)
         filters = dict(req.GET)
         validation.require_filters(filters, rpc_face.LIST_FILTERS)
-        return 200, {'volume_migrations': self.conductor.migration_list(
-            req.context, filters)}
+        found = self.conductor.migration_list(req.context, filters, **page)
+        return 200, dict({'volume_migrations': found}, **controller.links(
+            req, 'volume_migrations', found, page))
 
     def show(self, req, migration_id):
         policy.authorize(req.context, RULE)

@@ -1,5 +1,5 @@
 """``/os-volume-pools/{pool}``: draining a pool of the block-storage
-service (volmig-volume), and the drain's progress."""
+service (volmig-volume), the drain's progress, and the pool's drains."""
 
 from volmig import policy
 from volmig.api import validation
@@ -16,6 +16,15 @@ class PoolsController(controller.Controller):
         policy.authorize(req.context, RULE % 'show')
         return 200, {'drain': self.volume_api.pool_drain_get(req.context,
                                                              pool)}
+
+    def drains(self, req, pool):
+        """Every drain of the pool, newest first, a page at a time."""
+        policy.authorize(req.context, RULE % 'show')
+        page = controller.page(req)
+        validation.require_filters(dict(req.GET), ())
+        found = self.volume_api.pool_drain_list(req.context, pool, **page)
+        return 200, dict({'drains': found},
+                         **controller.links(req, 'drains', found, page))
 
     @validation.schema(schemas.action)
     def action(self, req, pool, body):

@@ -42,6 +42,7 @@ ROUTES = {
     ],
     pools.PoolsController: [
         (PREFIX + '/os-volume-pools/{pool}', {'GET': 'show'}),
+        (PREFIX + '/os-volume-pools/{pool}/drains', {'GET': 'drains'}),
         (PREFIX + '/os-volume-pools/{pool}/action', {'POST': 'action'}),
     ],
     services.ServicesController: [

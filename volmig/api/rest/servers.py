@@ -66,12 +66,13 @@ class ServersController(controller.Controller):
     def _list(self, req, detail: bool):
         ctxt = req.context
         policy.authorize(ctxt, servers_policy.PREFIX % 'index')
-        found = self.conductor.instance_list(ctxt)
-        name = req.GET.get('name')
-        if name:
-            found = [server for server in found if name in server['name']]
-        return 200, {'servers': [server_view(req, server, detail)
-                                 for server in found]}
+        page = controller.page(req)
+        found = self.conductor.instance_list(ctxt, name=req.GET.get('name'),
+                                             **page)
+        return 200, dict({'servers': [server_view(req, server, detail)
+                                      for server in found]},
+                         **controller.links(req, 'servers', found, page,
+                                            key='uuid'))
 
     def index(self, req):
         return self._list(req, detail=False)

@@ -22,10 +22,11 @@ class ServicesController(controller.Controller):
 
     def index(self, req):
         policy.authorize(req.context, services_policy.LIST)
+        page = controller.page(req, marker_type=int)
         filters = dict(req.GET)
         validation.require_filters(filters, FILTERS)
-        found = self.conductor.service_get_all(req.context,
-                                               filters.get('binary'))
-        return 200, {'services': [
-            service_view(service) for service in found
-            if filters.get('host') in (None, service['host'])]}
+        found = self.conductor.service_get_all(
+            req.context, filters.get('binary'), filters.get('host'), **page)
+        return 200, dict({'services': [service_view(service)
+                                       for service in found]},
+                         **controller.links(req, 'services', found, page))

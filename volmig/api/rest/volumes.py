@@ -40,10 +40,13 @@ class VolumesController(controller.Controller):
     def index(self, req):
         ctxt = req.context
         policy.authorize(ctxt, RULE % 'index')
-        found = [volume for volume in self.volume_api.list_volumes(ctxt)
-                 if controller.visible(ctxt, volume.get('project_id'))]
-        return 200, {'volumes': [volume_view(req, volume)
-                                 for volume in found]}
+        page = controller.page(req)
+        # The block-storage service shows a member its project's only.
+        found = self.volume_api.list_volumes(ctxt, **page)
+        return 200, dict({'volumes': [
+            volume_view(req, volume) for volume in found
+            if controller.visible(ctxt, volume.get('project_id'))]},
+            **controller.links(req, 'volumes', found, page))
 
     def show(self, req, volume_id):
         volume = self.volume(req, volume_id, RULE % 'show')
