@@ -13,6 +13,7 @@ volmig's broker with ``start_volmig_volume``. nfs-d's share is a small
 tmpfs, so a copy of a volume full of data fails there.
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -279,21 +280,35 @@ class Cinder(openstack.Processes):
         """What Cinder still holds of a project's quota: usages with a
         reservation and reservations never committed nor rolled back,
         read in Cinder's database."""
-        engine = sa.create_engine(self.db_url)
-        try:
-            with engine.connect() as connection:
-                usages = connection.execute(sa.text(
-                    'SELECT resource, reserved FROM quota_usages WHERE '
-                    'project_id = :p AND NOT deleted AND reserved != 0'),
-                    {'p': project_id}).all()
-                reservations = connection.execute(sa.text(
-                    'SELECT resource, delta FROM reservations WHERE '
-                    'project_id = :p AND NOT deleted'),
-                    {'p': project_id}).all()
-        finally:
-            engine.dispose()
+        with self._sql() as connection:
+            usages = connection.execute(sa.text(
+                'SELECT resource, reserved FROM quota_usages WHERE '
+                'project_id = :p AND NOT deleted AND reserved != 0'),
+                {'p': project_id}).all()
+            reservations = connection.execute(sa.text(
+                'SELECT resource, delta FROM reservations WHERE '
+                'project_id = :p AND NOT deleted'),
+                {'p': project_id}).all()
         return {'reserved': sorted(map(tuple, usages)),
                 'reservations': sorted(map(tuple, reservations))}
+
+    def lose_attachment(self, attachment_id: str) -> None:
+        """The attachment deleted as Cinder's delete of a volume deletes
+        the attachments it still has, and nothing else changed."""
+        with self._sql() as connection:
+            connection.execute(sa.text(
+                'UPDATE volume_attachment SET deleted = true, '
+                'deleted_at = now() WHERE id = :a'), {'a': attachment_id})
+
+    @contextlib.contextmanager
+    def _sql(self):
+        """One transaction on Cinder's database, behind Cinder's back."""
+        engine = sa.create_engine(self.db_url)
+        try:
+            with engine.begin() as connection:
+                yield connection
+        finally:
+            engine.dispose()
 
     def api_ready(self) -> bool:
         return self.request('GET', '/types').ok

@@ -7,9 +7,13 @@ import signal
 import subprocess
 import time
 
+import sqlalchemy as sa
+
 from tests import openstack
 from tests.integration import cinder_base
 from tests.integration import cluster
+from volmig.db import engine as db_engine
+from volmig.db import models
 from volmig.db import moves
 
 # The steps of a volume move that follow the copy.
@@ -302,6 +306,43 @@ class CinderMigrationTest(LiveRetype, cinder_base.CinderTestCase):
             'status'])
         [migration] = self.client.list(self.ctxt, volume_id=data['id'])
         self.assertEqual('completed', migration['status'])
+
+    def test_an_attachment_cinder_loses_as_it_completes_is_made_again(self):
+        data = self.cinder_volume('nfs-a')
+        server = self.boot([data])
+        self.wait_for_acks(server, data['id'], 10)
+        self.retype(data['id'], 'nfs-b')
+        self.assertEqual('success', self.wait_cinder_migrated(data['id'])[
+            'migration_status'], self.cinder.errors())
+        [move] = self.wait_for_move(['done'])
+        [lost] = self.cinder_attachments(data['id'])
+        # Cinder 29.0.0's completion casts the delete of the old data
+        # before it moves the new attachment onto the volume's id; when
+        # the delete lands first, the attachment goes with it, and the
+        # volume stays in-use with none. That state, in Cinder's
+        # database, and the move's last step taken again, as by a
+        # conductor that died right after the completion call.
+        self.cinder.lose_attachment(lost['id'])
+        self.assertEqual([], self.cinder_attachments(data['id']))
+        with db_engine.get_engine().begin() as connection:
+            connection.execute(sa.update(models.VolumeMove).where(
+                models.VolumeMove.id == move['id']).values(
+                    status='notifying'))
+        self.assertEqual('done', self.wait_for_move(['done'])[0]['status'])
+        [kept] = self.cinder_attachments(data['id'])
+        self.assertNotEqual(lost['id'], kept['id'])
+        self.assertEqual((server, 'attached', 'rw'),
+                         (kept['instance'], kept['status'],
+                          kept['attach_mode']))
+        self.assertEqual('in-use', self.cinder.volume(data['id'])['status'])
+        self.assertEqual([kept['id']], [
+            bdm['attachment_id'] for bdm in self.conductor.instance_get(
+                self.admin, server)['block_devices']])
+        # The volume moves on from the attachment made again, and the
+        # guest lost no write.
+        self.wait_for_status(server, 'ACTIVE')
+        self.retype(data['id'], 'nfs-a')
+        self.assert_moved_exactly(server, data['id'], 'nfs-a')
 
     def test_cinder_api_down_while_completing_is_retried(self):
         # 1 GiB to copy: the copy outlasts stopping cinder-api.

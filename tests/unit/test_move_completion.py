@@ -8,6 +8,7 @@ completion is played at the adapter, the boundary."""
 from oslo_utils import uuidutils
 
 from tests.unit import test_migration_conductor
+from volmig import exception
 from volmig import states
 from volmig.block_storage import fake
 from volmig.conductor import moves
@@ -17,11 +18,16 @@ from volmig.db import moves as records
 
 class Cinder(fake.FakeVolumeAdapter):
     """Completes as Cinder 29.0.0 does, losing the attachments when told
-    to: the race that the real Cinder loses now and then."""
+    to: the race that the real Cinder loses now and then. As Cinder, it
+    still counts an attachment it lost until told that it is detached,
+    and reserves a single-attach volume it counts in use for no other."""
 
     def __init__(self, conf=None):
         self.completions = []
         self.loses_attachments = False
+        # (volume id, attachment id) deleted but still counted.
+        self.lost = set()
+        self.connects_to_fail = 0
 
     def migrate_volume_completion(self, ctxt, volume_id, new_volume_id,
                                   error):
@@ -30,7 +36,29 @@ class Cinder(fake.FakeVolumeAdapter):
         if self.loses_attachments:
             for attachment in volume['attachments']:
                 self.attachment_delete(ctxt, attachment['id'])
+                self.lost.add((volume_id, attachment['id']))
         self.update_volume(volume_id, migration_status='success')
+
+    def mark_detached(self, ctxt, volume_id, attachment_id):
+        self.lost.discard((volume_id, attachment_id))
+
+    def attachment_create(self, ctxt, volume_id, instance_uuid, mode='rw'):
+        if (not self.get_volume(ctxt, volume_id)['multiattach']
+                and any(lost[0] == volume_id for lost in self.lost)):
+            # Cinder's words.
+            raise exception.BlockStorageRefused(
+                action='reserve a volume', reason='Invalid volume: Volume '
+                '%s status must be available or downloading to reserve, '
+                'but the current status is in-use.' % volume_id)
+        return super().attachment_create(ctxt, volume_id, instance_uuid,
+                                         mode)
+
+    def attachment_update(self, ctxt, attachment_id, connector):
+        if self.connects_to_fail:
+            self.connects_to_fail -= 1
+            raise exception.BlockStorageUnavailable(
+                action='connect an attachment', reason='cinder-api is gone')
+        return super().attachment_update(ctxt, attachment_id, connector)
 
 
 class MoveCompletionTest(test_migration_conductor.ConductorTestBase):
@@ -89,6 +117,22 @@ class MoveCompletionTest(test_migration_conductor.ConductorTestBase):
         self.assertEqual(1, len(self.volumes.completions))
         self.assertEqual([first['id']],
                          [a['id'] for a in self.attachments()])
+
+    def test_a_step_cut_off_before_it_connected_the_new_one_connects_it(
+            self):
+        self.volumes.loses_attachments = True
+        self.volumes.connects_to_fail = 1
+        self.assertRaises(exception.BlockStorageUnavailable,
+                          self.mover._notifying, self.ctxt, self.move)
+        [made] = self.attachments()
+        self.assertEqual('reserved', made['attach_status'])
+        done = self.mover._notifying(self.ctxt, self.move)
+        self.assertEqual(states.MOVE_DONE, done['status'])
+        [attachment] = self.attachments()
+        self.assertEqual((made['id'], 'attached'),
+                         (attachment['id'], attachment['attach_status']))
+        self.assertEqual(self.volume_id, db.bdm_get_by_attachment(
+            self.ctxt, made['id'])['connection_info']['data']['volume_id'])
 
     def test_an_attachment_cinder_kept_is_left_alone(self):
         self.mover._notifying(self.ctxt, self.move)

@@ -118,6 +118,15 @@ class VolumeAdapter(abc.ABC):
         through the compute API's swap has one."""
         raise exception.MigrationNotSupported(backend=type(self).__name__)
 
+    def mark_detached(self, ctxt, volume_id: str,
+                      attachment_id: str) -> None:
+        """Tell the block-storage service that ``attachment_id``, an
+        attachment of the volume that it lost, attaches it no more: the
+        volume's status then follows the attachments it still has
+        (Cinder's ``os-detach``). Only a service whose migration
+        completion can lose an attachment needs it."""
+        raise exception.MigrationNotSupported(backend=type(self).__name__)
+
     def drain_pool(self, ctxt, pool: str, target_pool: str,
                    max_parallel: int = 1,
                    max_bandwidth_mbps: int | None = None,

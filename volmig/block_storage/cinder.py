@@ -261,6 +261,13 @@ class CinderVolumeAdapter(base.VolumeAdapter):
     def attachment_delete(self, ctxt, attachment_id):
         self._cinder(ctxt).attachments.delete(attachment_id)
 
+    @_refusals('mark an attachment detached')
+    def mark_detached(self, ctxt, volume_id, attachment_id):
+        # os-detach of an attachment that is gone deletes nothing and
+        # disconnects nothing: Cinder sets the volume's status from the
+        # attachments it has.
+        self._cinder(ctxt).volumes.detach(volume_id, attachment_id)
+
     @_refusals('complete a migration')
     def migrate_volume_completion(self, ctxt, volume_id: str,
                                   new_volume_id: str, error: bool) -> None:

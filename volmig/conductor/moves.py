@@ -61,8 +61,7 @@ ACTIVE = (REQUESTED, STARTING, COPYING, COMPLETING, RELEASING, NOTIFYING,
 # A status call every this many seconds while the agent copies: a few
 # calls a second for one move, and little time lost after its end.
 COPY_POLL_INTERVAL = 0.2
-# Seconds between looks at a switch under way, which takes a fraction of
-# a second: each look is one small call.
+# Between looks at a switch under way (a fraction of a second).
 SWITCH_POLL_INTERVAL = 0.05
 # Cinder has asked for every attachment within a second in every run
 # measured; a request that never comes fails the move after this.
@@ -289,9 +288,8 @@ class MoveConductor:
                               status=RELEASING)
 
     def _wait_attached(self, ctxt, move: dict, src_id: str) -> None:
-        """Until Cinder records the attachment attached and then, a
-        moment later, the volume in use: it reserves the volume for no
-        other attachment before."""
+        """Until Cinder records the attachment attached, then the volume
+        in use: it reserves the volume for no other attachment before."""
         attachment_id = move['attachments'][src_id]['dst_attachment_id']
         deadline = time.monotonic() + CONF.rpc_response_timeout
         while self.volume_api.attachment_get(ctxt, attachment_id)[
@@ -343,30 +341,45 @@ class MoveConductor:
             bdm = db.bdm_get_by_volume(ctxt, entry['instance_uuid'],
                                        move['old_volume_id'])
             try:
-                self.volume_api.attachment_get(ctxt, bdm['attachment_id'])
-                continue
+                attachment = self.volume_api.attachment_get(
+                    ctxt, bdm['attachment_id'])
             except exception.AttachmentNotFound:
-                pass
-            attachment = self.volume_api.attachment_create(
-                ctxt, move['old_volume_id'], entry['instance_uuid'],
-                entry['attach_mode'])
-            # Recorded first: a resumed step finds it and goes on.
-            db.bdm_update(ctxt, bdm['id'],
-                          {'attachment_id': attachment['id']})
-            attachment = self.volume_api.attachment_update(
-                ctxt, attachment['id'], services.connector(
-                    ctxt, entry['host'], entry['attach_mode']))
-            self.volume_api.attachment_complete(ctxt, attachment['id'])
-            db.bdm_update(ctxt, bdm['id'], {'connection_info': dict(
-                attachment['connection_info'],
-                multiattach=(bdm['connection_info'] or {}).get(
-                    'multiattach'))})
-            LOG.warning('Cinder lost the attachment of volume %(volume)s '
-                        'to server %(server)s when it completed the '
-                        'migration; attached it again as %(attachment)s',
-                        {'volume': move['old_volume_id'],
-                         'server': entry['instance_uuid'],
-                         'attachment': attachment['id']})
+                attachment = None  # Made below: its warning is no error's.
+            if attachment is None:
+                attachment = self._attach_again(ctxt, move, entry, bdm)
+            # One made again by an earlier run may not be connected yet.
+            if attachment['attach_status'] != 'attached':
+                self._connect_again(ctxt, entry, bdm, attachment['id'])
+
+    def _attach_again(self, ctxt, move: dict, entry: dict,
+                      bdm: dict) -> dict:
+        # Cinder still counts the lost attachment: a single-attach volume
+        # stays in-use, and takes no new one, until told it is detached.
+        self.volume_api.mark_detached(ctxt, move['old_volume_id'],
+                                      bdm['attachment_id'])
+        attachment = self.volume_api.attachment_create(
+            ctxt, move['old_volume_id'], entry['instance_uuid'],
+            entry['attach_mode'])
+        # Recorded first: a resumed step finds it and goes on.
+        db.bdm_update(ctxt, bdm['id'], {'attachment_id': attachment['id']})
+        LOG.warning('Cinder lost the attachment of volume %(volume)s to '
+                    'server %(server)s when it completed the migration; '
+                    'attached it again as %(attachment)s',
+                    {'volume': move['old_volume_id'],
+                     'server': entry['instance_uuid'],
+                     'attachment': attachment['id']})
+        return attachment
+
+    def _connect_again(self, ctxt, entry: dict, bdm: dict,
+                       attachment_id: str) -> None:
+        attachment = self.volume_api.attachment_update(
+            ctxt, attachment_id, services.connector(
+                ctxt, entry['host'], entry['attach_mode']))
+        self.volume_api.attachment_complete(ctxt, attachment_id)
+        db.bdm_update(ctxt, bdm['id'], {'connection_info': dict(
+            attachment['connection_info'],
+            multiattach=(bdm['connection_info'] or {}).get(
+                'multiattach'))})
 
     def _failing(self, ctxt, move: dict) -> dict:
         """The guests go back to the old volume; Cinder drops the new."""
