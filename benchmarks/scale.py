@@ -282,6 +282,7 @@ def main() -> None:
                               services.processes.items()
                               if name.startswith('conductor')]
                 ports = conductor_ports + api_ports + agent_ports
+                served.wait_until_served(ports)
                 idle = heartbeats(conductors, conductor_ports,
                                   args.idle_seconds)
                 built = servers(args.migrations, args.concurrency)

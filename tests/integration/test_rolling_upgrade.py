@@ -186,6 +186,9 @@ class RollingUpgradeTest(PreviousReleaseTestCase):
                                   binary=None)),
             what='the restarted conductor to answer')
         self.assertIn('unsigned', str(error))
+        # The agents' heartbeats went unanswered while the conductor was
+        # away: it counts them down until each has been heard again.
+        self.cluster.wait_until_registered()
         self._complete(self._migrate_on('compute-1'))
 
 
