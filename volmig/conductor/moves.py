@@ -344,7 +344,7 @@ class MoveConductor:
                 attachment = self.volume_api.attachment_get(
                     ctxt, bdm['attachment_id'])
             except exception.AttachmentNotFound:
-                attachment = None  # Made below: its warning is no error's.
+                attachment = None  # Made below: its warning has no traceback.
             if attachment is None:
                 attachment = self._attach_again(ctxt, move, entry, bdm)
             # One made again by an earlier run may not be connected yet.
