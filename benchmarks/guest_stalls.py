@@ -2,7 +2,7 @@
 legacy mirror swap, and where a stall comes from.
 
     python -m benchmarks.guest_stalls [--driver qemu libvirt] [--runs 5]
-        [--size-mb 512] [--copy-io-kb N]
+        [--size-mb 512] [--copy-io-kb N] [--max-bandwidth-mbps N]
 
 For each driver: separate volmig-conductor, volmig-api, volmig-volume and
 volmig-compute processes on a RabbitMQ vhost of their own, and one
@@ -19,7 +19,8 @@ Each run measures, on the same guest, disk and load:
     ``start``, then a ``cancel``);
 ``copy alone``
     volmig-volume's verified copy of the volume's file (read, hashed,
-    written, read back), the guest on its volume, no overlay;
+    written, read back, at the cap), the guest on its volume, no
+    overlay;
 ``start``, ``copy``, ``complete``
     the windows of a whole migration by volmig-volume: its start call;
     the copy and its check; the complete up to the commit's end;
@@ -66,8 +67,10 @@ SPELL = 5.0
 class Run:
     """One guest on one driver, measured window by window."""
 
-    def __init__(self, driver: str, size_mb: int, pools: dict):
+    def __init__(self, driver: str, size_mb: int, pools: dict,
+                 cap_mbps: int):
         self.driver = driver
+        self.cap_mbps = cap_mbps
         self.pools = pools
         self.admin = volmig_context.get_admin_context()
         self.service = volmig_context.get_service_context()
@@ -84,6 +87,8 @@ class Run:
         self.serial = guests.serial(self.vol['id'])
         self.windows: dict[str, list[tuple[float, float]]] = {
             name: [] for name in WINDOWS}
+        self.seconds: dict[str, list[float]] = {'migration': [],
+                                                'mirror': []}
 
     def window(self, name: str, step) -> None:
         began = time.monotonic()
@@ -107,11 +112,13 @@ class Run:
     def copy_alone(self) -> None:
         scratch = os.path.join(self.pools['pool-b'], 'scratch')
         chunk, io = copy_mod.conf_sizes(CONF)
+        cap = self.cap_mbps * 1024 * 1024
         with open(scratch, 'wb') as handle:
             handle.truncate(os.path.getsize(self.path()))
         try:
-            copy_mod.copy(self.path(), scratch, chunk, io_size=io)
-            copy_mod.sha256_from_disk(scratch, chunk, io)
+            # Not compared: the guest writes to src all along.
+            copy_mod.copy(self.path(), scratch, chunk, cap, io_size=io)
+            copy_mod.sha256_from_disk(scratch, chunk, io, cap)
         finally:
             os.unlink(scratch)
 
@@ -120,7 +127,8 @@ class Run:
 
     def migration(self, pool: str) -> None:
         began = time.monotonic()
-        self.volumes.migrate_volume(self.admin, self.vol['id'], pool, 0)
+        self.volumes.migrate_volume(self.admin, self.vol['id'], pool,
+                                    self.cap_mbps)
         started = time.monotonic()
         copied = polling.until(
             lambda: self.volumes.get_volume(self.admin, self.vol['id']),
@@ -137,6 +145,7 @@ class Run:
         self.windows['start'].append((began, started))
         self.windows['copy'].append((started, checked))
         self.windows['complete'].append((checked, ended))
+        self.seconds['migration'].append(ended - began)
 
     def mirror(self, pool: str) -> None:
         new = self.volumes.create_volume(self.admin, self.vol['size_mb'],
@@ -152,6 +161,7 @@ class Run:
                 bdm['volume_id'] for bdm in s['block_devices']},
             'the swap', interval=0.01)
         self.windows['mirror'].append((began, time.monotonic()))
+        self.seconds['mirror'].append(time.monotonic() - began)
         self.vol = new
         self.volumes.delete_volume(self.admin, old['id'])
 
@@ -183,17 +193,20 @@ class Run:
                 for name, spells in self.windows.items()}
 
 
-def run(driver: str, runs: int, size_mb: int, pools: dict) -> None:
+def run(driver: str, runs: int, size_mb: int, pools: dict,
+        cap_mbps: int) -> None:
     real_guest.register(CONF.qemu.image_dir, interval=0)
-    measured = Run(driver, size_mb, pools)
+    measured = Run(driver, size_mb, pools, cap_mbps)
     time.sleep(3)
     for _ in range(runs):
         measured.one()
     results = measured.report()
     print()
-    print('%s driver, %d MiB of data, [storage] copy_io_kb %d, %d run(s); '
-          "gaps between the guest's acknowledged 4 KiB O_DIRECT+fsync "
-          'writes, ms:' % (driver, size_mb, CONF.storage.copy_io_kb, runs))
+    print('%s driver, %d MiB of data, [storage] copy_io_kb %d, copy cap '
+          "%s, %d run(s); gaps between the guest's acknowledged 4 KiB "
+          'O_DIRECT+fsync writes, ms:' % (
+              driver, size_mb, CONF.storage.copy_io_kb,
+              '%d MiB/s' % cap_mbps if cap_mbps else 'none', runs))
     print('  %-14s %s' % ('window', '  '.join(
         'run %d p50/p99/max' % n for n in range(1, runs + 1))))
     for name in WINDOWS:
@@ -204,6 +217,9 @@ def run(driver: str, runs: int, size_mb: int, pools: dict) -> None:
         columns = list(zip(*results[name], strict=True))
         print('  %-14s %6.1f %6.1f %7.1f' % (
             name, *(statistics.median(column) for column in columns)))
+    print('  whole migration %.2f s, legacy mirror %.2f s (medians)' % (
+        statistics.median(measured.seconds['migration']),
+        statistics.median(measured.seconds['mirror'])))
 
 
 def main() -> None:
@@ -216,6 +232,9 @@ def main() -> None:
     parser.add_argument('--copy-io-kb', type=int, default=0,
                         help='[storage] copy_io_kb of the copies: the '
                         'largest single I/O, 0 for the chunk.')
+    parser.add_argument('--max-bandwidth-mbps', type=int, default=0,
+                        help="The migrations' and the copy alone's cap, "
+                        'MiB/s; 0 for none.')
     args = parser.parse_args()
     if len(args.driver) > 1:
         # One process per driver: a process parses its configuration once.
@@ -223,7 +242,9 @@ def main() -> None:
             subprocess.run([sys.executable, '-m', 'benchmarks.guest_stalls',
                             '--driver', driver, '--runs', str(args.runs),
                             '--size-mb', str(args.size_mb),
-                            '--copy-io-kb', str(args.copy_io_kb)],
+                            '--copy-io-kb', str(args.copy_io_kb),
+                            '--max-bandwidth-mbps',
+                            str(args.max_bandwidth_mbps)],
                            check=True)
         return
     [driver] = args.driver
@@ -233,7 +254,8 @@ def main() -> None:
             ('storage', 'copy_io_kb'): args.copy_io_kb}) as (_, pools):
         # This process's copy alone too.
         CONF.set_override('copy_io_kb', args.copy_io_kb, 'storage')
-        run(driver, args.runs, args.size_mb, pools)
+        run(driver, args.runs, args.size_mb, pools,
+            args.max_bandwidth_mbps)
 
 if __name__ == '__main__':
     main()

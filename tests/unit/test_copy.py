@@ -144,6 +144,30 @@ class VerifiedCopyTest(base.BaseTestCase):
         else:
             self.assertEqual([{True}] * len(seen), seen)
 
+    def test_every_pass_over_the_disk_keeps_to_the_cap(self):
+        """The copy, the hash of src beside the kernel's copy, and the
+        read-back check are each paced by the cap to src's last byte of
+        data: a guest on the disk waits behind any pass left unpaced."""
+        passes = []
+
+        class Pace(copy._Throttle):
+            def __init__(self, rate):
+                super().__init__(rate)
+                self.reached = 0
+                passes.append(self)
+
+            def __call__(self, done):
+                # Recorded, not slept: the pace, not the clock, is tested.
+                self.reached = max(self.reached, done)
+
+        self.useFixture(fixtures.MockPatchObject(copy, '_Throttle', Pace))
+        copy.copy(self.src, self.dst, MIB, 3 * MIB, offload=self.offload,
+                  io_size=self.io_size)
+        copy.sha256_from_disk(self.dst, MIB, self.io_size, 3 * MIB)
+        # The kernel's copy, and src hashed beside it; else one pass.
+        self.assertEqual([(3 * MIB, 16 * MIB)] * (3 if self.offload else 2),
+                         [(pace.rate, pace.reached) for pace in passes])
+
     def test_holes_stay_holes(self):
         copy.copy(self.src, self.dst, MIB, offload=self.offload,
                   io_size=self.io_size)

@@ -54,20 +54,13 @@ class VolumeCopies:
             self._copies[copy_id].update(values)
 
     def _copy(self, copy_id: str, src_info: dict, dst_info: dict) -> None:
-        chunk, io = copy_mod.conf_sizes(self.conf)
         try:
-            src = self.volumes.path(src_info)
-            dst = self.volumes.path(dst_info)
-            checksum = copy_mod.copy(
-                src, dst, chunk, progress=lambda done, total: self._set(
-                    copy_id, done=done, total=total),
-                offload=self.conf.storage.copy_offload, io_size=io)
-            # src is frozen: dst, read back from the disk, must match the
-            # digest src had as it was read.
-            written = copy_mod.sha256_from_disk(dst, chunk, io)
-            if written != checksum:
-                raise exception.ChecksumMismatch(
-                    volume_id=copy_id, src=checksum, dst=written)
+            checksum = copy_mod.checked_copy(
+                self.volumes.path(src_info), self.volumes.path(dst_info),
+                self.conf, copy_id,
+                self.conf.storage.max_bandwidth_mbps * 1024 * 1024,
+                lambda done, total: self._set(copy_id, done=done,
+                                              total=total))
         except Exception as exc:
             LOG.exception('Volume copy %s failed', copy_id)
             self._set(copy_id, state=FAILED,

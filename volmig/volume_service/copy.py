@@ -11,7 +11,9 @@ src and dst share a file system the kernel copies (a reflink, or
 All of it is background I/O: the disk serves the guests' requests first
 (the idle I/O class), and at most two chunks of dst are being written
 back at a time, so a guest's write never waits behind a volume's worth
-of dirty pages.
+of dirty pages. A bandwidth cap paces every pass over the disk (the
+copy, the hash of src beside the kernel's copy, and the check), since a
+guest on that disk waits behind whichever of them runs unpaced.
 """
 
 import collections
@@ -283,15 +285,14 @@ def copy(src_path: str, dst_path: str, chunk_size: int,
     try:
         size = os.fstat(src).st_size
         if offload and _same_file_system(src_path, dst_path):
-            # src is hashed while the kernel copies it; a copy that fails
-            # (or is stopped) stops the hash too, which is not throttled
-            # and could otherwise read the rest of src first.
+            # src is hashed while the kernel copies it, at the same pace;
+            # a copy that fails (or is stopped) stops the hash too.
             failed = threading.Event()
             with futures.ThreadPoolExecutor(max_workers=1) as hasher:
                 hashed = hasher.submit(
                     _walk, src, size, chunk, digest, zeros,
                     lambda offset, view: _unless(failed), None,
-                    _Throttle(0), io)
+                    _Throttle(max_bytes_per_second), io)
                 dst = os.open(dst_path, os.O_WRONLY)
                 try:
                     _kernel_copy(src, dst, size, io, progress, throttle)
@@ -321,9 +322,10 @@ def copy(src_path: str, dst_path: str, chunk_size: int,
 
 
 @_background_io()
-def sha256_from_disk(path: str, chunk_size: int, io_size: int = 0) -> str:
+def sha256_from_disk(path: str, chunk_size: int, io_size: int = 0,
+                     max_bytes_per_second: int = 0) -> str:
     """The file's sha256, read with O_DIRECT (or after its cached pages
-    are dropped), holes hashed as zeros."""
+    are dropped), holes hashed as zeros, at most at the given rate."""
     chunk, io = _sizes(chunk_size, io_size)
     digest = _Digest()
     fd, direct = _open_direct(path, os.O_RDONLY, os.stat(path).st_size)
@@ -331,10 +333,32 @@ def sha256_from_disk(path: str, chunk_size: int, io_size: int = 0) -> str:
         if not direct:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         _walk(fd, os.fstat(fd).st_size, chunk, digest, bytes(chunk),
-              lambda offset, view: None, None, _Throttle(0), io)
+              lambda offset, view: None, None,
+              _Throttle(max_bytes_per_second), io)
     finally:
         os.close(fd)
     return digest.hexdigest()
+
+
+def checked_copy(src_path: str, dst_path: str, conf, name: str,
+                 max_bytes_per_second: int = 0,
+                 progress: Progress | None = None,
+                 copied: Callable[[], None] = lambda: None) -> str:
+    """Copy src into dst, then read dst back from the disk; returns the
+    digest both have. ``copied`` runs between the two passes, which keep
+    to the same cap. Raises ChecksumMismatch, naming ``name``, when they
+    differ."""
+    chunk, io = conf_sizes(conf)
+    src_sum = copy(src_path, dst_path, chunk, max_bytes_per_second,
+                   progress, conf.storage.copy_offload, io)
+    copied()
+    # src is frozen since start, so dst, read back from the disk, must
+    # match the digest src had as it was copied.
+    dst_sum = sha256_from_disk(dst_path, chunk, io, max_bytes_per_second)
+    if src_sum != dst_sum:
+        raise exception.ChecksumMismatch(volume_id=name, src=src_sum,
+                                         dst=dst_sum)
+    return src_sum
 
 
 def verified_copy(volumes, conf, volume: dict, dst: dict,
@@ -343,7 +367,6 @@ def verified_copy(volumes, conf, volume: dict, dst: dict,
     """Copy src to dst of a volume's move, recording its progress and
     times on the volume, then verify dst read back from the disk.
     ``check`` runs with each progress record; it raises to stop."""
-    chunk, io = conf_sizes(conf)
     last = [0.0]
 
     def progress(done, total):
@@ -355,21 +378,16 @@ def verified_copy(volumes, conf, volume: dict, dst: dict,
                 volume['id'], migration_progress=round(
                     100.0 * done / total, 1) if total else 100.0)
 
+    def copied():
+        volumes.update_volume(
+            volume['id'], migration_copy_ended_at=timeutils.utcnow(),
+            migration_copy_seconds=round(time.monotonic() - began, 3))
+
     began = time.monotonic()
     volumes.update_volume(volume['id'],
                           migration_copy_started_at=timeutils.utcnow())
-    src_sum = copy(volume['path'], dst['path'], chunk,
-                   max_bytes_per_second, progress,
-                   conf.storage.copy_offload, io)
-    volumes.update_volume(
-        volume['id'], migration_copy_ended_at=timeutils.utcnow(),
-        migration_copy_seconds=round(time.monotonic() - began, 3))
-    # src is frozen since start, so dst, read back from the disk, must
-    # match the digest src had as it was copied.
-    dst_sum = sha256_from_disk(dst['path'], chunk, io)
-    if src_sum != dst_sum:
-        raise exception.ChecksumMismatch(volume_id=volume['id'],
-                                         src=src_sum, dst=dst_sum)
-    volumes.update_volume(volume['id'], migration_checksum=src_sum)
+    checksum = checked_copy(volume['path'], dst['path'], conf, volume['id'],
+                            max_bytes_per_second, progress, copied)
+    volumes.update_volume(volume['id'], migration_checksum=checksum)
     LOG.info('Copy of volume %s verified: sha256 %s', volume['id'],
-             src_sum)
+             checksum)
