@@ -115,15 +115,16 @@ def dd_direct(src: str, dst: str) -> None:
 
 
 def copy_and_verify(src: str, dst: str, offload: bool) -> None:
-    """What volmig-volume does: copy, hashing src; verify from disk."""
-    chunk = CONF.storage.copy_chunk_kb * 1024
+    """What volmig-volume does: copy, hashing src, and check dst from the
+    disk behind it (ChecksumMismatch if it does not verify)."""
     # volmig-volume creates dst, sparse, at src's size.
     with open(dst, 'xb') as handle:
         handle.truncate(os.path.getsize(src))
-    digest = verified_copy.copy(src, dst, chunk, 0, lambda done, total: None,
-                                offload)
-    if verified_copy.sha256_from_disk(dst, chunk) != digest:
-        raise SystemExit('the verified copy does not verify')
+    CONF.set_override('copy_offload', offload, 'storage')
+    try:
+        verified_copy.checked_copy(src, dst, CONF, 'cold')
+    finally:
+        CONF.clear_override('copy_offload', 'storage')
 
 
 def run_cold_copy(size_mb: int, pools: dict) -> None:

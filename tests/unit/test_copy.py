@@ -12,7 +12,11 @@ import fixtures
 from oslotest import base
 import testscenarios
 
+from tests import fixtures as fixtures_mod
+from volmig import exception
+from volmig.conf import CONF
 from volmig.volume_service import copy
+from volmig.volume_service import reading
 
 MIB = 1024 * 1024
 # (offset, bytes) written into a 16 MiB src; the rest is holes, and one
@@ -105,7 +109,7 @@ class VerifiedCopyTest(base.BaseTestCase):
         content = self.read(self.src)
         self.assertEqual(content, self.read(self.dst))
         self.assertEqual(hashlib.sha256(content).hexdigest(), digest)
-        self.assertEqual(digest, copy.sha256_from_disk(self.dst, MIB,
+        self.assertEqual(digest, reading.sha256_from_disk(self.dst, MIB,
                                                        self.io_size))
         self.assertEqual(16 * MIB, seen[-1])
         self.assertEqual(sorted(seen), seen)
@@ -150,7 +154,7 @@ class VerifiedCopyTest(base.BaseTestCase):
         data: a guest on the disk waits behind any pass left unpaced."""
         passes = []
 
-        class Pace(copy._Throttle):
+        class Pace(reading.Throttle):
             def __init__(self, rate):
                 super().__init__(rate)
                 self.reached = 0
@@ -160,10 +164,10 @@ class VerifiedCopyTest(base.BaseTestCase):
                 # Recorded, not slept: the pace, not the clock, is tested.
                 self.reached = max(self.reached, done)
 
-        self.useFixture(fixtures.MockPatchObject(copy, '_Throttle', Pace))
+        self.useFixture(fixtures.MockPatchObject(reading, 'Throttle', Pace))
         copy.copy(self.src, self.dst, MIB, 3 * MIB, offload=self.offload,
                   io_size=self.io_size)
-        copy.sha256_from_disk(self.dst, MIB, self.io_size, 3 * MIB)
+        reading.sha256_from_disk(self.dst, MIB, self.io_size, 3 * MIB)
         # The kernel's copy, and src hashed beside it; else one pass.
         self.assertEqual([(3 * MIB, 16 * MIB)] * (3 if self.offload else 2),
                          [(pace.rate, pace.reached) for pace in passes])
@@ -190,11 +194,86 @@ class VerifiedCopyTest(base.BaseTestCase):
             os.fsync(fd)
         finally:
             os.close(fd)
-        self.assertNotEqual(digest, copy.sha256_from_disk(self.dst, MIB))
+        self.assertNotEqual(digest, reading.sha256_from_disk(self.dst, MIB))
+
+    def checked_copy(self, progress=None):
+        fixture = self.useFixture(fixtures_mod.ConfFixture())
+        fixture.conf(copy_chunk_kb=1024, copy_io_kb=self.io_size // 1024,
+                     copy_offload=self.offload, group='storage')
+        return copy.checked_copy(self.src, self.dst, CONF, 'vol-1',
+                                 progress=progress)
+
+    def test_dst_is_read_back_behind_the_copy_and_only_what_it_settled(self):
+        """The check reads dst from the disk while the copy goes on, and
+        never a byte the copy has not put there yet."""
+        settled = []
+        dst_reads = []   # (end of the read, how far dst was settled)
+        read_behind = threading.Event()
+
+        class Recorded(reading.Settled):
+            def __init__(self):
+                super().__init__()
+                settled.append(self)
+
+        real_preadv = os.preadv
+
+        def preadv(fd, buffers, offset):
+            if os.readlink('/proc/self/fd/%d' % fd) == self.dst:
+                dst_reads.append((offset + sum(map(len, buffers)),
+                                  settled[0]._at))
+                read_behind.set()
+            return real_preadv(fd, buffers, offset)
+
+        def progress(done, total):
+            # Once a first piece is settled, the copy waits for the check
+            # to read it, so the two run side by side in every run.
+            if settled[0]._at and done < total:
+                self.assertTrue(read_behind.wait(10))
+
+        self.useFixture(fixtures.MockPatchObject(reading, 'Settled',
+                                                 Recorded))
+        self.useFixture(fixtures.MockPatch('os.preadv', preadv))
+        digest = self.checked_copy(progress)
+        content = self.read(self.src)
+        self.assertEqual(content, self.read(self.dst))
+        self.assertEqual(hashlib.sha256(content).hexdigest(), digest)
+        self.assertTrue(dst_reads)
+        self.assertLess(dst_reads[0][1], 16 * MIB)
+        self.assertEqual([], [(end, at) for end, at in dst_reads
+                              if end > at])
+
+    def test_a_byte_the_disk_holds_wrong_is_found_behind_the_copy(self):
+        # Each call that writes dst, and where its dst descriptor is.
+        real = {'pwritev': (os.pwritev, 0),
+                'copy_file_range': (os.copy_file_range, 1)}
+        wrong = 3 * MIB + 7
+
+        def flip(name):
+            call, dst_fd = real[name]
+
+            def write(*args):
+                done = call(*args)
+                offset = args[-1]
+                if (os.readlink('/proc/self/fd/%d' % args[dst_fd])
+                        == self.dst
+                        and offset <= wrong < offset + MIB):
+                    with open(self.dst, 'r+b') as dst:
+                        dst.seek(wrong)
+                        byte = dst.read(1)[0] ^ 1
+                        dst.seek(wrong)
+                        dst.write(bytes([byte]))
+                return done
+            return write
+
+        for name in real:
+            self.useFixture(fixtures.MockPatch('os.' + name, flip(name)))
+        error = self.assertRaises(exception.ChecksumMismatch,
+                                  self.checked_copy)
+        self.assertIn('vol-1 differs from its source', str(error))
 
     def test_a_holey_src_hashes_as_its_zeros(self):
         empty = self.src + '.empty'
         with open(empty, 'wb') as handle:
             handle.truncate(4 * MIB)
         self.assertEqual(hashlib.sha256(bytes(4 * MIB)).hexdigest(),
-                         copy.sha256_from_disk(empty, MIB))
+                         reading.sha256_from_disk(empty, MIB))

@@ -55,3 +55,23 @@ class JobRunnerTest(base.BaseTestCase):
         reports, _ = self._run(report_interval=3600, reports_per_job=1000)
         # Nothing between the first report and the end within an hour.
         self.assertEqual([1, TOTAL], [p.bytes_done for p in reports])
+
+    def test_a_job_is_polled_soon_then_less_often(self):
+        """A short job (an overlay's commit) is seen done within tens of
+        milliseconds; a long one is polled every job_poll_interval."""
+        waits = []
+
+        class Stopping:
+            # Records each pause instead of sleeping it.
+            def is_set(self):
+                return False
+
+            def wait(self, seconds):
+                waits.append(round(seconds, 3))
+
+        runner = jobs.JobRunner(1, 0.5)
+        runner._stopping = Stopping()
+        job = StepJob()
+        job.done = TOTAL - 8
+        runner._poll('job', job, lambda progress: None)
+        self.assertEqual([0.02, 0.04, 0.08, 0.16, 0.32, 0.5, 0.5], waits)

@@ -12,6 +12,12 @@ from volmig import metrics
 from volmig.compute.drivers import base
 
 LOG = logging.getLogger(__name__)
+# Seconds before a job's second poll; each next one waits twice as long,
+# up to [compute] job_poll_interval. The commit of a migration's overlay
+# takes tens of milliseconds, and its end is the migration's: a fixed
+# half-second poll made it wait up to that long, at a few more polls of
+# a long job.
+FIRST_POLL = 0.02
 
 
 class JobRunner:
@@ -87,6 +93,7 @@ class JobRunner:
 
     def _poll(self, name, job, report) -> None:
         reported, reported_at, copied = None, 0.0, 0
+        pause = FIRST_POLL
         while not self._stopping.is_set():
             progress = job.poll()
             if progress.bytes_done > copied:
@@ -97,7 +104,8 @@ class JobRunner:
                 reported, reported_at = progress, time.monotonic()
             if progress.finished:
                 return
-            self._stopping.wait(self._poll_interval)
+            self._stopping.wait(min(pause, self._poll_interval))
+            pause *= 2
         LOG.info('Job %s left unfinished because the agent is stopping; '
                  'it is reconciled at the next start.', name)
 

@@ -1,0 +1,275 @@
+"""Reading a volume's file in order from the disk, for a copy or its
+check: its data read ahead on threads of their own, hashed as it goes,
+its holes (``SEEK_HOLE``) hashed as the zeros they read as without being
+read, in the idle I/O class and at a capped pace. Behind a copy, only
+what the copy has put on the disk is looked at.
+"""
+
+import collections
+from collections.abc import Callable
+from concurrent import futures
+import contextlib
+import errno
+import hashlib
+import mmap
+import os
+import threading
+import time
+
+import psutil
+
+# O_DIRECT transfers must be aligned to the device's logical block.
+ALIGN = 4096
+# Chunks read ahead of the one being hashed and written.
+READ_AHEAD = 2
+
+Progress = Callable[[int, int], None]
+
+
+def data_extents(fd: int, size: int):
+    """(offset, length) of each run of data; the rest are holes."""
+    offset = 0
+    while offset < size:
+        try:
+            start = os.lseek(fd, offset, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                return
+            raise
+        end = os.lseek(fd, start, os.SEEK_HOLE)
+        yield start, end - start
+        offset = end
+
+
+class Throttle:
+
+    def __init__(self, max_bytes_per_second: int):
+        self.rate = max_bytes_per_second
+        self.began = time.monotonic()
+
+    def __call__(self, done: int) -> None:
+        if self.rate:
+            # Sleep until the average rate is back under the cap.
+            ahead = done / self.rate - (time.monotonic() - self.began)
+            if ahead > 0:
+                time.sleep(ahead)
+
+
+class Settled:
+    """How far dst is on the disk for good: a copy moves it on as it
+    goes, and the check behind it reads nothing past it."""
+
+    def __init__(self):
+        self._moved = threading.Condition()
+        self._at = 0
+        self._failed = False
+
+    def advance(self, offset: int) -> None:
+        with self._moved:
+            if offset > self._at:
+                self._at = offset
+                self._moved.notify_all()
+
+    def fail(self) -> None:
+        with self._moved:
+            self._failed = True
+            self._moved.notify_all()
+
+    def past(self, offset: int) -> int:
+        """Wait until dst is settled past ``offset``; how far it is."""
+        with self._moved:
+            self._moved.wait_for(lambda: self._at > offset or self._failed)
+            if self._failed:
+                raise InterruptedError('the copy failed: no check wanted')
+            return self._at
+
+
+class Digest:
+    """sha256 on a thread of its own, so hashing overlaps the I/O
+    (hashlib lets go of the GIL on large buffers). At most two chunks
+    wait, in order."""
+
+    def __init__(self):
+        self._sha = hashlib.sha256()
+        self._executor = futures.ThreadPoolExecutor(max_workers=1)
+        self._pending: list[futures.Future] = []
+
+    def update(self, data) -> None:
+        if len(self._pending) >= 2:
+            self._pending.pop(0).result()
+        # A copy: the caller's buffer is reused for the next read.
+        self._pending.append(self._executor.submit(self._sha.update,
+                                                   bytes(data)))
+
+    def hexdigest(self) -> str:
+        for pending in self._pending:
+            pending.result()
+        self._executor.shutdown()
+        return self._sha.hexdigest()
+
+
+def sizes(chunk_size: int, io_size: int) -> tuple[int, int]:
+    """The chunk, and the largest single I/O within it, aligned."""
+    chunk = max(ALIGN, chunk_size // ALIGN * ALIGN)
+    return chunk, max(ALIGN, min(io_size or chunk, chunk) // ALIGN * ALIGN)
+
+
+def _hash_holes(digest, start: int, end: int, zeros: bytes) -> None:
+    while start < end:
+        step = min(len(zeros), end - start)
+        digest.update(zeros[:step])
+        start += step
+
+
+def open_direct(path: str, flags: int, size: int) -> tuple[int, bool]:
+    """O_DIRECT when the file system takes it and the size is aligned."""
+    if size % ALIGN == 0:
+        try:
+            return os.open(path, flags | os.O_DIRECT), True
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+    return os.open(path, flags), False
+
+
+def _segments(fd: int, size: int, chunk: int,
+              settled: Callable[[int], int] | None):
+    """``(offset, length, is_data)`` in order: each chunk of data to
+    read, and each hole between them, to hash as zeros. ``settled(o)``
+    waits until the file is final past ``o`` and says how far: no
+    extent is looked up beyond, where a copy may still write."""
+    offset = 0
+    while offset < size:
+        limit = min(size, settled(offset)) if settled else size
+        try:
+            start = min(os.lseek(fd, offset, os.SEEK_DATA), limit)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise
+            start = limit
+        if start > offset:
+            yield offset, start - offset, False
+        else:
+            start = min(os.lseek(fd, offset, os.SEEK_HOLE), limit,
+                        offset + chunk)
+            yield offset, start - offset, True
+        offset = start
+
+
+def walk(fd: int, size: int, chunk: int, digest, zeros, visit,
+         progress: Progress | None, throttle: Throttle, io: int,
+         settled: Callable[[int], int] | None = None) -> None:
+    """Hash the whole file, reading only its data; ``visit(offset, view)``
+    sees each chunk of data read.
+
+    The next chunks are read on threads of their own while this one is
+    hashed and visited (written), so the disk always has a read queued:
+    a copy then takes about as long as its slower side, not the sum.
+    """
+    # Anonymous maps are page-aligned, as O_DIRECT needs; freed with
+    # the last view of them.
+    buffers = [mmap.mmap(-1, chunk) for _ in range(READ_AHEAD + 1)]
+
+    def read(offset: int, length: int, buffer) -> memoryview:
+        view = memoryview(buffer)[:length]
+        for start in range(0, length, io):
+            piece = view[start:start + io]
+            if os.preadv(fd, [piece], offset + start) != len(piece):
+                raise OSError(errno.EIO, 'short read at %d'
+                              % (offset + start))
+        return view
+
+    with futures.ThreadPoolExecutor(max_workers=READ_AHEAD,
+                                    initializer=idle_io) as readers:
+        pending: collections.deque = collections.deque()
+        segments = _segments(fd, size, chunk, settled)
+        turn = 0
+        while True:
+            # Chunk k reuses the buffer of chunk k - READ_AHEAD - 1,
+            # which the previous turn of this loop finished with.
+            while len(pending) <= READ_AHEAD:
+                segment = next(segments, None)
+                if segment is None:
+                    break
+                offset, length, is_data = segment
+                reading = None
+                if is_data:
+                    reading = readers.submit(read, offset, length,
+                                             buffers[turn % len(buffers)])
+                    turn += 1
+                pending.append((offset, length, reading))
+            if not pending:
+                return
+            offset, length, reading = pending.popleft()
+            if reading is None:
+                _hash_holes(digest, offset, offset + length, zeros)
+                continue
+            view = reading.result()
+            digest.update(view)
+            visit(offset, view)
+            if progress:
+                progress(offset + length, size)
+            throttle(offset + length)
+
+
+def idle_io() -> None:
+    """This thread's I/O in the idle class, which the disk serves after
+    every other request (mq-deadline and BFQ age it: it is not
+    starved)."""
+    psutil.Process(threading.get_native_id()).ionice(
+        psutil.IOPRIO_CLASS_IDLE)
+
+
+@contextlib.contextmanager
+def background_io():
+    """The calling thread's I/O, and its readers', in the idle class."""
+    thread = psutil.Process(threading.get_native_id())
+    before = thread.ionice()
+    idle_io()
+    try:
+        yield
+    finally:
+        thread.ionice(before.ioclass, before.value)
+
+
+def _hash(fd: int, size: int, chunk: int, io: int,
+          max_bytes_per_second: int,
+          settled: Callable[[int], int] | None = None) -> str:
+    digest = Digest()
+    walk(fd, size, chunk, digest, bytes(chunk), lambda offset, view: None,
+         None, Throttle(max_bytes_per_second), io, settled)
+    return digest.hexdigest()
+
+
+@background_io()
+def sha256_from_disk(path: str, chunk_size: int, io_size: int = 0,
+                     max_bytes_per_second: int = 0) -> str:
+    """The file's sha256, read with O_DIRECT (or after its cached pages
+    are dropped), holes hashed as zeros, at most at the given rate."""
+    chunk, io = sizes(chunk_size, io_size)
+    fd, direct = open_direct(path, os.O_RDONLY, os.stat(path).st_size)
+    try:
+        if not direct:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        return _hash(fd, os.fstat(fd).st_size, chunk, io,
+                     max_bytes_per_second)
+    finally:
+        os.close(fd)
+
+
+@background_io()
+def sha256_behind(path: str, size: int, chunk_size: int, io_size: int,
+                  max_bytes_per_second: int, settled: Settled) -> str | None:
+    """The sha256 of a file's first ``size`` bytes, read with O_DIRECT
+    behind a copy into it, each chunk once ``settled`` has passed it;
+    None where O_DIRECT is refused, as the read would then come from
+    the page cache."""
+    chunk, io = sizes(chunk_size, io_size)
+    fd, direct = open_direct(path, os.O_RDONLY, size)
+    try:
+        if not direct:
+            return None
+        return _hash(fd, size, chunk, io, max_bytes_per_second,
+                     settled.past)
+    finally:
+        os.close(fd)
