@@ -25,12 +25,10 @@ storage_opts = [
     cfg.IntOpt('copy_io_kb', default=0, min=0,
                help='The largest single read or write of a migration copy '
                     'and of its check, within a chunk; 0 for the chunk. '
-                    'Speed for quietness: a guest\'s write to the same '
-                    'disk waits behind the copy\'s I/O in flight. 256 '
-                    'lowered a writing guest\'s latency during a copy '
-                    '(p50 9.6 to 6.6 ms, p99 52 to 34 ms) and slowed the '
-                    'check by a quarter (benchmarks.guest_stalls). With '
-                    'max_bandwidth_mbps, the copy keeps a steady pace.'),
+                    'Smaller I/O slows the copy; at the same rate it did '
+                    'not lower a writing guest\'s latency '
+                    '(benchmarks.guest_stalls). To keep a copy out of the '
+                    'guests\' way, set max_bandwidth_mbps.'),
     cfg.BoolOpt('copy_offload', default=True,
                 help='When src and dst share a file system, let the '
                      'kernel copy: a reflink where the file system offers '
@@ -39,7 +37,13 @@ storage_opts = [
                      'and writes dst with O_DIRECT.'),
     cfg.IntOpt('max_bandwidth_mbps', default=0, min=0,
                help='Default bandwidth cap of a migration copy in MiB/s; '
-                    '0 for none. A migration request may set its own.'),
+                    '0 for none. A migration request may set its own. It '
+                    'paces every pass over the disk: the copy, the hash '
+                    'of src, and the check of dst, which reads dst back '
+                    'behind the copy. Speed for quietness: the guests '
+                    'writing to the same disk wait behind the copy\'s '
+                    'rate. The compute agent\'s copy for Cinder (the '
+                    'compute API\'s path) keeps to it too.'),
     cfg.IntOpt('migration_workers', default=4, min=1,
                help='Threads that drive migrations (copy, complete) at '
                     'the same time.'),
