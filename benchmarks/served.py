@@ -1,26 +1,27 @@
 """What volmig's processes have served, read from their own /metrics."""
 
-import time
-
 from prometheus_client import parser
 import requests
+
+from benchmarks import polling
+
+
+def _serves(port: int) -> bool:
+    try:
+        requests.get('http://127.0.0.1:%d/metrics' % port, timeout=5)
+    except requests.ConnectionError:
+        return False
+    return True
 
 
 def wait_until_served(ports: list[int], timeout: float = 120) -> None:
     """Until each process on ``ports`` serves its /metrics: one spawned
     without being waited for (a second API, on a busy machine) may still
     be starting."""
-    deadline = time.monotonic() + timeout
     for port in ports:
-        while True:
-            try:
-                requests.get('http://127.0.0.1:%d/metrics' % port, timeout=5)
-                break
-            except requests.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError('no process serves /metrics on port '
-                                       '%d after %d s' % (port, timeout))
-                time.sleep(0.2)
+        polling.until(lambda port=port: _serves(port), bool,
+                      'a process to serve /metrics on port %d' % port,
+                      timeout, interval=0.2)
 
 
 def _samples(ports: list[int], name: str):

@@ -196,11 +196,14 @@ class VerifiedCopyTest(base.BaseTestCase):
             os.close(fd)
         self.assertNotEqual(digest, reading.sha256_from_disk(self.dst, MIB))
 
-    def checked_copy(self, progress=None):
+    def conf(self):
         fixture = self.useFixture(fixtures_mod.ConfFixture())
         fixture.conf(copy_chunk_kb=1024, copy_io_kb=self.io_size // 1024,
                      copy_offload=self.offload, group='storage')
-        return copy.checked_copy(self.src, self.dst, CONF, 'vol-1',
+        return CONF
+
+    def checked_copy(self, progress=None):
+        return copy.checked_copy(self.src, self.dst, self.conf(), 'vol-1',
                                  progress=progress)
 
     def test_dst_is_read_back_behind_the_copy_and_only_what_it_settled(self):
@@ -241,6 +244,30 @@ class VerifiedCopyTest(base.BaseTestCase):
         self.assertLess(dst_reads[0][1], 16 * MIB)
         self.assertEqual([], [(end, at) for end, at in dst_reads
                               if end > at])
+
+    def test_a_failed_copy_ends_with_its_own_error_not_a_waiting_check(self):
+        """The hash beside the copy and the check behind it stop when
+        the copy fails (a stopped migration), instead of waiting for a
+        chunk that never comes."""
+        def progress(done, total):
+            raise RuntimeError('stopped at %d' % done)
+
+        conf, raised = self.conf(), []
+
+        def run():
+            try:
+                copy.checked_copy(self.src, self.dst, conf, 'vol-1',
+                                  progress=progress)
+            except RuntimeError as exc:
+                raised.append(str(exc))
+        # On a thread, so that a check left waiting fails the test rather
+        # than hang it.
+        running = threading.Thread(target=run, daemon=True)
+        running.start()
+        running.join(60)
+        self.assertFalse(running.is_alive(), 'the check still waits')
+        self.assertEqual(1, len(raised))
+        self.assertIn('stopped at', raised[0])
 
     def test_a_byte_the_disk_holds_wrong_is_found_behind_the_copy(self):
         # Each call that writes dst, and where its dst descriptor is.

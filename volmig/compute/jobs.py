@@ -93,7 +93,7 @@ class JobRunner:
 
     def _poll(self, name, job, report) -> None:
         reported, reported_at, copied = None, 0.0, 0
-        pause = FIRST_POLL
+        pause = min(FIRST_POLL, self._poll_interval)
         while not self._stopping.is_set():
             progress = job.poll()
             if progress.bytes_done > copied:
@@ -104,8 +104,8 @@ class JobRunner:
                 reported, reported_at = progress, time.monotonic()
             if progress.finished:
                 return
-            self._stopping.wait(min(pause, self._poll_interval))
-            pause *= 2
+            self._stopping.wait(pause)
+            pause = min(pause * 2, self._poll_interval)
         LOG.info('Job %s left unfinished because the agent is stopping; '
                  'it is reconciled at the next start.', name)
 

@@ -21,7 +21,6 @@ from concurrent import futures
 import errno
 import fcntl
 import os
-import threading
 import time
 
 from oslo_log import log as logging
@@ -89,9 +88,24 @@ def _kernel_copy(src_fd: int, dst_fd: int, size: int, io: int,
     behind.drain()
 
 
-def _unless(failed: threading.Event) -> None:
-    if failed.is_set():
-        raise InterruptedError('the copy failed: its hash is not wanted')
+def _direct(src: int, dst_path: str, size: int, chunk: int, io: int,
+            digest, progress: reading.Progress | None,
+            throttle: reading.Throttle, settled: reading.Settled) -> None:
+    """src read and hashed here, dst written with O_DIRECT."""
+    zeros = bytes(chunk)
+    dst, direct = reading.open_direct(dst_path, os.O_WRONLY, size)
+    try:
+        def write(offset, view):
+            if view != zeros[:len(view)]:
+                for start in range(0, len(view), io):
+                    os.pwritev(dst, [view[start:start + io]], offset + start)
+            settled.advance(offset + len(view))
+        reading.walk(src, size, chunk, digest, zeros, write, progress,
+                     throttle, io)
+        settled.advance(size)
+        _settle(dst, size, direct)
+    finally:
+        os.close(dst)
 
 
 @reading.background_io()
@@ -104,54 +118,42 @@ def copy(src_path: str, dst_path: str, chunk_size: int,
     sparse where src is empty. ``offload``: the kernel copies when src
     and dst share a file system. ``io_size``: the largest single read or
     write, the chunk's size if 0. ``settled`` is moved on as dst is on
-    the disk."""
+    the disk, and failed if the copy fails, which stops whatever reads
+    behind it."""
     chunk, io = reading.sizes(chunk_size, io_size)
-    zeros = bytes(chunk)
     digest = reading.Digest()
     throttle = reading.Throttle(max_bytes_per_second)
     settled = settled or reading.Settled()
+    # Shut down only once a failure is known, so a hash beside a failed
+    # copy stops instead of reading the rest of src first.
+    hasher = futures.ThreadPoolExecutor(max_workers=1)
     src = os.open(src_path, os.O_RDONLY)
     try:
         size = os.fstat(src).st_size
-        if offload and _same_file_system(src_path, dst_path):
-            # src is hashed while the kernel copies it, at the same pace;
-            # a copy that fails (or is stopped) stops the hash too.
-            failed = threading.Event()
-            with futures.ThreadPoolExecutor(max_workers=1) as hasher:
-                hashed = hasher.submit(
-                    reading.walk, src, size, chunk, digest, zeros,
-                    lambda offset, view: _unless(failed), None,
-                    reading.Throttle(max_bytes_per_second), io)
-                dst = os.open(dst_path, os.O_WRONLY)
-                try:
-                    _kernel_copy(src, dst, size, io, progress, throttle,
-                                 settled)
-                    settled.advance(size)
-                    _settle(dst, size, direct=False)
-                except BaseException:
-                    failed.set()
-                    raise
-                finally:
-                    os.close(dst)
-                hashed.result()
+        if not (offload and _same_file_system(src_path, dst_path)):
+            _direct(src, dst_path, size, chunk, io, digest, progress,
+                    throttle, settled)
             return digest.hexdigest()
-        dst, direct = reading.open_direct(dst_path, os.O_WRONLY, size)
+        # src is hashed while the kernel copies it, at the same pace.
+        hashed = hasher.submit(
+            reading.walk, src, size, chunk, digest, bytes(chunk),
+            lambda offset, view: settled.check(), None,
+            reading.Throttle(max_bytes_per_second), io)
+        dst = os.open(dst_path, os.O_WRONLY)
         try:
-            def write(offset, view):
-                if view != zeros[:len(view)]:
-                    for start in range(0, len(view), io):
-                        os.pwritev(dst, [view[start:start + io]],
-                                   offset + start)
-                settled.advance(offset + len(view))
-            reading.walk(src, size, chunk, digest, zeros, write, progress,
-                         throttle, io)
+            _kernel_copy(src, dst, size, io, progress, throttle, settled)
             settled.advance(size)
-            _settle(dst, size, direct)
+            _settle(dst, size, direct=False)
         finally:
             os.close(dst)
+        hashed.result()
+        return digest.hexdigest()
+    except BaseException:
+        settled.fail()
+        raise
     finally:
+        hasher.shutdown()
         os.close(src)
-    return digest.hexdigest()
 
 
 def checked_copy(src_path: str, dst_path: str, conf, name: str,
@@ -167,12 +169,9 @@ def checked_copy(src_path: str, dst_path: str, conf, name: str,
         checking = checker.submit(
             reading.sha256_behind, dst_path, os.stat(src_path).st_size,
             chunk, io, max_bytes_per_second, settled)
-        try:
-            src_sum = copy(src_path, dst_path, chunk, max_bytes_per_second,
-                           progress, conf.storage.copy_offload, io, settled)
-        except BaseException:
-            settled.fail()
-            raise
+        # A copy that fails fails ``settled``, which stops the check.
+        src_sum = copy(src_path, dst_path, chunk, max_bytes_per_second,
+                       progress, conf.storage.copy_offload, io, settled)
         copied()
         dst_sum = checking.result()
     if dst_sum is None:

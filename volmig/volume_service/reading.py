@@ -75,12 +75,16 @@ class Settled:
             self._failed = True
             self._moved.notify_all()
 
+    def check(self) -> None:
+        """Raise if the copy failed: what reads beside it is not wanted."""
+        if self._failed:
+            raise InterruptedError('the copy failed: no hash or check wanted')
+
     def past(self, offset: int) -> int:
         """Wait until dst is settled past ``offset``; how far it is."""
         with self._moved:
             self._moved.wait_for(lambda: self._at > offset or self._failed)
-            if self._failed:
-                raise InterruptedError('the copy failed: no check wanted')
+            self.check()
             return self._at
 
 
