@@ -17,12 +17,14 @@ import contextlib
 import hashlib
 import json
 import os
+import socket
 import subprocess
 import uuid
 
 import fixtures
 import sqlalchemy as sa
 
+from tests import fixtures as volmig_fixtures
 from tests import openstack
 from tests.integration import cluster
 from volmig import signing
@@ -158,10 +160,11 @@ class Cinder(openstack.Processes):
         reaching volmig on ``transport_url``; stopped by the test."""
         conf = os.path.join(self.dir, 'cinder-volmig.conf')
         # Its own key, from the test's master key, as an operator exports
-        # it for the host Cinder runs on.
-        key_file = os.path.join(self.dir, 'volmig-client-key.json')
-        signing.export(CONF.signing.key_file, signing.CLIENT, 'cinder-1',
-                       key_file)
+        # it for the host Cinder runs on (cinder-volume's [DEFAULT] host:
+        # this machine's name).
+        key_file = volmig_fixtures.export_key(
+            CONF.signing.key_file, signing.CLIENT, socket.gethostname(),
+            os.path.join(self.dir, 'volmig-client-key.json'))
         sections = dict(self._sections, volmig={
             'transport_url': transport_url, 'timeout': 300},
             signing={'key_file': key_file})

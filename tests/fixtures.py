@@ -10,12 +10,13 @@ import sqlalchemy as sa
 from volmig import config
 from volmig import policy
 from volmig import rpc
-from volmig import signing
 from volmig.conf import CONF
 from volmig.conf import opts
 from volmig.db import api as db_api
+from volmig.db import host_keys
 from volmig.db import models
 from volmig.db import schema
+from volmig.signing import keys
 
 # Set to a PostgreSQL or MySQL URL (of a user that may create databases)
 # to run the suite there; SQLite under a temporary directory otherwise.
@@ -39,7 +40,7 @@ class ConfFixture(fixtures.Fixture):
         # Every process of a test is a controller unless it says otherwise
         # (tests.integration.cluster exports the hosts' own keys).
         self.key_file = os.path.join(self.state_path, 'key.json')
-        signing.create(self.key_file)
+        keys.create(self.key_file)
         self.conf(key_file=self.key_file, group='signing')
 
 
@@ -113,3 +114,12 @@ class PolicyFixture(fixtures.Fixture):
     def _setUp(self):
         policy.reset()
         self.addCleanup(policy.reset)
+
+
+def export_key(master_file: str, service: str, host: str, path: str) -> str:
+    """``service``'s own key on ``host``, recorded in this process's
+    database and written to ``path``, as "volmig-manage key export" does
+    it."""
+    generation = host_keys.register(service, host)
+    keys.export(master_file, keys.Holder(service, host, generation), path)
+    return path

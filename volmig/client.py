@@ -21,9 +21,11 @@ without volmig's global ``CONF``::
     # the conf's transport_url (or from ``url``, to reach volmig on a
     # broker of its own), and MigrationClient.close() releases it.
 
-Every message is signed with the key in the conf's ``[signing] key_file``
+Every message is sealed with the key in the conf's ``[signing] key_file``
 (volmig's own conf without either): the key ``volmig-manage key export
---service volmig-client --host HOST`` writes for the caller's host.
+--service volmig-client --host HOST`` writes for the caller's host (a
+cinder-volume host's ``[DEFAULT] host``); a client given another kind of
+key refuses to be built. Replies are taken only sealed by volmig-api.
 
 Semantic versioning: ``__version__`` changes its major number when a
 method, argument or returned key is removed or changes meaning; its
@@ -37,6 +39,7 @@ import oslo_messaging as messaging
 
 from volmig import exception
 from volmig import rpc
+from volmig import signing
 from volmig import states
 
 __version__ = '1.6.0'
@@ -65,6 +68,8 @@ class MigrationClient:
         if transport is not None:
             _register_lazy_opts(transport.conf)
             transport = rpc.signed(transport)
+            # A block-storage host's own key: never the controllers'.
+            transport.keyring.require(signing.CLIENT)
         self._client = rpc.get_client(TOPIC, RPC_API_VERSION,
                                       timeout=timeout,
                                       rpc_transport=transport)

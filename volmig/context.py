@@ -30,9 +30,10 @@ class RequestContext(context.RequestContext):
         super().__init__(*args, **kwargs)
         self.service_catalog = _block_storage(service_catalog)
         # Who sent the RPC message this request came in, as its
-        # signature proves (``volmig.signing.Sender``); None for a request
-        # not received over RPC, or received unsigned while the operator
-        # allows it. Never sent on: each receiver learns it anew.
+        # seal proves (``volmig.signing.Sender``; ``signing.Unsigned`` for
+        # a message received unsigned while the operator allows it); None
+        # for a request not received over RPC. Never sent on: each
+        # receiver learns it anew.
         self.sender = sender
 
     @property
@@ -71,7 +72,8 @@ def get_admin_context() -> RequestContext:
                           roles=['admin', 'service'], overwrite=False)
 
 
-def get_service_context(project_id: str = 'service') -> RequestContext:
+def get_service_context(project_id: str | None = 'service') -> RequestContext:
     """What a block-storage service acting through volmig.client uses."""
     return RequestContext(user_id='volmig-volume', project_id=project_id,
                           roles=['service'], overwrite=False)
+

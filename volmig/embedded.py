@@ -13,12 +13,12 @@ import os
 
 from volmig import exception
 from volmig import service
-from volmig import signing
 from volmig.api import http
 from volmig.compute.drivers import images
 from volmig.conf import CONF
 from volmig.db import api as db_api
 from volmig.db import schema
+from volmig.signing import keys
 
 POOLS = ('pool-a', 'pool-b')
 GUEST_IMAGE = 'volmig-guest'
@@ -36,7 +36,7 @@ def configure(state_dir: str, driver: str, transport_url: str) -> None:
         # One process, so one holder: the master key, its own.
         key_file = os.path.join(state_dir, 'key.json')
         if not os.path.exists(key_file):
-            signing.create(key_file)
+            keys.create(key_file)
         CONF.set_override('key_file', key_file, group='signing')
     if driver != 'fake':
         CONF.set_override('backend', 'file', group='volume')

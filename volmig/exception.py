@@ -118,6 +118,12 @@ class MessageRefused(Forbidden):
     msg_fmt = 'Refused %(method)s from %(sender)s: %(reason)s.'
 
 
+class ReplyRefused(MessageRefused):
+    """A reply to a call that the server called did not seal: never taken
+    as an answer."""
+    msg_fmt = 'Refused the reply to %(method)s from %(sender)s: %(reason)s.'
+
+
 class NotFound(VolmigException):
     msg_fmt = 'Resource could not be found.'
     code = 404

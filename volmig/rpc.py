@@ -2,6 +2,7 @@
 
 import functools
 import inspect
+import os
 import socket
 import time
 
@@ -9,6 +10,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_messaging import transport as messaging_transport
+from oslo_messaging._drivers import common as rpc_common
 from oslo_messaging.rpc import dispatcher
 from oslo_messaging.rpc import server as rpc_server
 from oslo_serialization import jsonutils
@@ -18,7 +20,12 @@ from volmig import exception
 from volmig import metrics
 from volmig import signing
 from volmig.conf import CONF
+from volmig.conf import compute as compute_conf
 from volmig.conf import signing as signing_conf
+from volmig.signing import keys
+from volmig.signing import nonces
+from volmig.signing import registry
+from volmig.signing import seals
 
 LOG = logging.getLogger(__name__)
 
@@ -43,23 +50,46 @@ ASK_AGAIN_FIRST = 0.5
 ASK_AGAIN_MOST = 10.0
 
 
-def init(conf=CONF, retry: int | None = None) -> None:
+def init(conf=CONF, retry: int | None = None,
+         identity: tuple | None = None, process: str | None = None) -> None:
     """``retry``: how many times a send tries again to reach the broker
     before it fails; services wait for it (None), a command does not.
+    ``identity``: what this process signs as, ``(kind, host)`` (host None:
+    any host of that kind), which its key must fit. ``process``: its name
+    in the names of its reply queues, where its program's is not (a WSGI
+    server's).
 
-    Raises ``ConfigurationError`` when this process has no signing key."""
+    Raises ``ConfigurationError`` when this process has no signing key, or
+    one of another kind or host."""
     global _TRANSPORT, _NOTIFICATION_TRANSPORT, _RETRY
     _RETRY = retry
     if _TRANSPORT is None:
+        name_queues(conf, process=process)
         _TRANSPORT = get_transport(conf)
         _NOTIFICATION_TRANSPORT = messaging.get_notification_transport(conf)
+    if identity is not None:
+        _TRANSPORT.keyring.require(*identity)
+
+
+def name_queues(conf, process: str | None = None) -> None:
+    """Reply and fanout queues named for this host and process
+    (``reply_<host>:<process>:<n>``, oslo.messaging's queue manager), not
+    at random: a host's RabbitMQ user may read the queues of its own name
+    only (``tools/rabbitmq-setup.sh``)."""
+    conf.set_default('use_queue_manager', True,
+                     group='oslo_messaging_rabbit')
+    conf.set_default('hostname', conf.host, group='oslo_messaging_rabbit')
+    if process:
+        conf.set_default('processname', process,
+                         group='oslo_messaging_rabbit')
 
 
 class SignedTransport(messaging_transport.RPCTransport):
-    """Signs every message it sends with its process's key.
+    """Seals every message it sends with its process's key, and takes a
+    call's reply only when the server called sealed it.
 
     The one place where a message, its context and its target meet
-    before the driver sends them.
+    before the driver sends them, and where a reply comes back.
     """
 
     def __init__(self, driver):
@@ -71,12 +101,44 @@ class SignedTransport(messaging_transport.RPCTransport):
             # A caller's own configuration (a block-storage service's) may
             # have none: a host key names its holder anyway.
             host = socket.gethostname()
-        self.keyring = signing.Keyring(signing.key_file(self.conf), host)
+        path = keys.key_file(self.conf)
+        holder, _ = keys.read(path)
+        self.keyring = keys.Keyring(path, host, registry=(
+            None if holder else registry.Registry(_registered_hosts)))
 
-    def _send(self, target, ctxt, message, *args, **kwargs):
-        return super()._send(
-            target, signing.sign(self.keyring, target.topic, target.server,
-                                 ctxt, message), message, *args, **kwargs)
+    def _send(self, target, ctxt, message, wait_for_reply=None, *args,
+              **kwargs):
+        if target.topic in seals.HOST_TOPICS:
+            # A host acts in no other service for anyone: it never needs
+            # a user's token or catalog.
+            ctxt = dict(ctxt, auth_token=None, service_catalog=[])
+        sealed, sent = seals.sign(self.keyring, target.topic, target.server,
+                                  ctxt, message, reply=bool(wait_for_reply))
+        reply = super()._send(target, sealed, message, wait_for_reply,
+                              *args, **kwargs)
+        if not wait_for_reply:
+            return reply
+        body = seals.open_reply(self.keyring, sent, message.get('method'),
+                                reply)
+        if 'failure' in body:
+            raise rpc_common.deserialize_remote_exception(body['failure'],
+                                                          ALLOWED_EXMODS)
+        return body.get('result')
+
+
+def register_host(service: str, host: str) -> None:
+    """Record (service, host)'s key, keeping the generation it has: for a
+    process that holds the master key and serves that host itself."""
+    from volmig.db import host_keys
+    host_keys.register(service, host, keep=True)
+    transport().keyring.registry.forget()
+
+
+def _registered_hosts() -> dict:
+    # Only the controllers, which hold the master key, read the record:
+    # a host's process never imports the database layer.
+    from volmig.db import host_keys
+    return host_keys.load()
 
 
 def get_transport(conf, url: str | None = None) -> SignedTransport:
@@ -129,17 +191,21 @@ def transport():
     return _TRANSPORT
 
 
-def endpoint(method=None, *, senders: tuple = ()):
+def endpoint(method=None, *, senders: tuple = (), unsigned: bool = False):
     """An RPC method: typed refusals travel back as themselves.
 
     The controllers may call it, and the kinds of service in ``senders``
     (``signing.COMPUTE``, ``signing.VOLUME``, ``signing.CLIENT``); any
-    other sender is refused. Arguments that do not fit the method
-    (missing, unknown) are refused as ``InvalidInput`` before it runs,
-    instead of failing inside it.
+    other sender is refused. While ``[signing] allow_unsigned`` lets
+    unsigned messages in, only a method marked ``unsigned`` serves them:
+    one that the previous release's agents, volmig-volume and
+    block-storage clients call, or that its conductor calls on agents.
+    Arguments that do not fit the method (missing, unknown) are refused
+    as ``InvalidInput`` before it runs, instead of failing inside it.
     """
     if method is None:
-        return functools.partial(endpoint, senders=senders)
+        return functools.partial(endpoint, senders=senders,
+                                 unsigned=unsigned)
     signature = inspect.signature(method)
 
     @functools.wraps(method)
@@ -154,8 +220,13 @@ def endpoint(method=None, *, senders: tuple = ()):
     def _served(self, ctxt, **kwargs):
         sender = getattr(ctxt, 'sender', None)
         try:
-            if sender and sender.service not in (signing.CONTROLLER,
-                                                 *senders):
+            if isinstance(sender, signing.Unsigned):
+                if not unsigned:
+                    signing.refuse(method.__name__, None, 'unsigned',
+                                   'unsigned: not a method the previous '
+                                   'release calls')
+            elif sender and sender.service not in (signing.CONTROLLER,
+                                                   *senders):
                 signing.refuse(method.__name__, sender, 'method',
                                'not a method %s may call' % sender.service)
             signature.bind(self, ctxt, **kwargs)
@@ -230,32 +301,85 @@ def get_client(topic: str, version: str, version_cap: str | None = None,
 
 
 class _CheckingDispatcher(dispatcher.RPCDispatcher):
-    """Serves only what its sender signed for this server, and tells the
-    method who that sender is (``RequestContext.sender``)."""
+    """Serves only what its sender sealed for this server, seals the reply
+    the sender asked for, and tells the method who that sender is
+    (``RequestContext.sender``), in a context that carries nothing else
+    of a host's."""
 
-    def __init__(self, endpoints, checker: signing.Checker):
+    def __init__(self, endpoints, checker: seals.Checker):
         super().__init__(endpoints, RequestContextSerializer(),
                          dispatcher.DefaultRPCAccessPolicy)
         self._checker = checker
 
     def dispatch(self, incoming):
-        ctxt = incoming.ctxt
         try:
-            sender = self._checker.check(ctxt, incoming.message)
+            received = self._checker.check(incoming.ctxt, incoming.message)
         except exception.MessageRefused:
             # Answered as a typed refusal, and not logged again with a
             # traceback: the checker logged it once for its sender.
             raise dispatcher.ExpectedException() from None
-        ctxt.pop(signing.SIGNATURE, None)
-        ctxt['sender'] = sender
+        if received.reply is not None:
+            incoming.reply = _sealing(incoming.reply, received.reply)
+        values = received_from(incoming.ctxt, received.sender)
+        incoming.ctxt.clear()
+        incoming.ctxt.update(values)
         return super().dispatch(incoming)
+
+
+# What a host's message may carry of a caller: its request ids, to follow
+# the request across services. The rest is volmig's own, by the kind of
+# sender: block storage has the service persona; an agent's report, and a
+# message nobody signed, are volmig's own work.
+_KEPT = ('request_id', 'global_request_id')
+_BLOCK_STORAGE = (signing.VOLUME, signing.CLIENT)
+
+
+def received_from(values: dict, sender: signing.Sender) -> dict:
+    """The context a received message's method runs in: a controller's as
+    it sent it, and for anyone else, no token, catalog or role of theirs
+    (``values`` holds only what the sender sealed)."""
+    values = {key: value for key, value in values.items()
+              if key != signing.SIGNATURE}
+    if sender.service != signing.CONTROLLER:
+        own = (volmig_context.get_service_context(project_id=None)
+               if sender.service in _BLOCK_STORAGE
+               else volmig_context.get_admin_context())
+        values = dict(own.to_dict(), **{key: values[key] for key in _KEPT
+                                        if values.get(key)})
+        if sender.service in _BLOCK_STORAGE:
+            values['user_id'] = sender.service
+    values['sender'] = sender
+    return values
+
+
+def _sealing(reply, seal):
+    """``reply`` (the driver's), sending the result or the failure sealed:
+    the failure serialized as the driver itself would have sent it."""
+    def sealed(result=None, failure=None):
+        body = ({'failure': rpc_common.serialize_remote_exception(failure)}
+                if failure else {'result': result})
+        return reply(seal(body))
+    return sealed
+
+
+def _nonces(topic: str, server: str):
+    """Where the servers of ``topic`` remember what they took
+    (``volmig.signing.nonces``): a compute agent, which has no database,
+    on its disk; the others in the database they share."""
+    if topic == seals.COMPUTE_TOPIC:
+        directory = compute_conf.state_path(CONF)
+        os.makedirs(directory, exist_ok=True)
+        return nonces.Journal(os.path.join(directory,
+                                           'rpc-nonces-%s' % server))
+    from volmig.db import nonces as db_nonces
+    return db_nonces.DatabaseNonces()
 
 
 def get_server(topic: str, server: str, endpoints: list):
     target = messaging.Target(topic=topic, server=server)
     rpc_transport = transport()
-    checker = signing.Checker(rpc_transport.keyring, topic, server,
-                              rpc_transport.conf)
+    checker = seals.Checker(rpc_transport.keyring, topic, server,
+                            rpc_transport.conf, _nonces(topic, server))
     return rpc_server.RPCServer(rpc_transport, target,
                                 _CheckingDispatcher(endpoints, checker))
 

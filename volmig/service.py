@@ -18,6 +18,7 @@ from volmig import exception
 from volmig import metrics
 from volmig import owners
 from volmig import rpc
+from volmig import signing
 from volmig import systemd_notify
 from volmig import version
 from volmig.compute import rpcapi as compute_rpcapi
@@ -61,6 +62,12 @@ class Service(service.Service):
         rpc.init()
         self.binary = binary
         self.host = host or CONF.host
+        if binary in (COMPUTE, VOLUME) and \
+                rpc.transport().keyring.holder is None:
+            # A process that holds the master key and serves a host
+            # itself (the embedded default) records that host's key, as
+            # an export would: the controllers seal what they send it.
+            rpc.register_host(binary, self.host)
         self.topic, manager_class = _KINDS[binary]
         self.manager = importutils.import_class(manager_class)(self.host)
         self._report = (service_db.update if binary == CONDUCTOR
@@ -238,15 +245,18 @@ def _cannot_start(exc: Exception) -> str:
     return reason
 
 
-def serve(build: typing.Callable[[], service.Service]) -> None:
+def serve(build: typing.Callable[[], service.Service],
+          identity: tuple = (signing.CONTROLLER,)) -> None:
     """Build the service, then run it in this process until SIGTERM (no
     forked workers). One that cannot be built or started (a port taken, a
-    bad transport URL) exits 1 with one line saying why.
+    bad transport URL, a signing key of another kind or host than
+    ``identity``, ``(kind, host)``) exits 1 with one line saying why.
 
     SIGUSR2 writes a Guru Meditation report (threads, configuration) to
     stderr, or to a file in ``[oslo_reports] log_dir``.
     """
     try:
+        rpc.init(identity=identity)
         server = build()
     except Exception as exc:
         _cannot_start(exc)

@@ -120,6 +120,8 @@ class MalformedRPCTest(base.ServicesTestCase):
             # Reaches the method, which refuses the bogus id itself.
             self.assertRaises(exception.VolmigException, operator.call,
                               self.admin, name, **arguments)
-            error = self.assertRaises(messaging.NoSuchMethod, main.call,
+            # As over RabbitMQ: a remote error that names it.
+            error = self.assertRaises(messaging.RemoteError, main.call,
                                       self.admin, name, **arguments)
+            self.assertEqual('NoSuchMethod', error.exc_type)
             self.assertIn(name, str(error))

@@ -10,10 +10,12 @@ from oslotest import base
 from tests import fixtures as volmig_fixtures
 from tests.integration import cluster
 from volmig import context as volmig_context
+from volmig import signing
 from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conf import CONF
 from volmig.db import api as db_api
+from volmig.db import host_keys
 from volmig.db import schema as schema
 from volmig.db import services as service_db
 
@@ -48,9 +50,20 @@ class UpgradeCheckTest(base.BaseTestCase):
 
     def test_a_ready_deployment(self):
         self._compute('compute-1', compute_rpcapi.RPC_API_VERSION)
+        host_keys.register(signing.COMPUTE, 'compute-1')
         code, out = self._check()
         self.assertEqual(0, code, out)
         self.assertIn('1 compute agent(s), none older than', out)
+        self.assertIn('1 host(s) hold a key of their own', out)
+
+    def test_a_host_without_a_key_warns(self):
+        for host in ('compute-1', 'compute-2'):
+            self._compute(host, compute_rpcapi.RPC_API_VERSION)
+        host_keys.register(signing.COMPUTE, 'compute-1')
+        code, out = self._check()
+        self.assertEqual(1, code, out)
+        self.assertIn('No key is recorded for volmig-compute on compute-2: '
+                      'their messages are refused', out)
 
     def test_signing_left_open_warns_and_a_missing_key_fails(self):
         self._compute('compute-1', compute_rpcapi.RPC_API_VERSION)

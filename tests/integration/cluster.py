@@ -6,6 +6,7 @@ Used by the integration tests and by the benchmarks.
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ import oslo_messaging as messaging
 import requests
 from testtools import content
 
+from tests import fixtures as volmig_fixtures
 from tests import openstack
 from volmig import config
 from volmig import context as volmig_context
@@ -25,6 +27,7 @@ from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
 from volmig.db import api as db_api
 from volmig.db import schema
+from volmig.signing import keys
 
 RABBIT = ('127.0.0.1', 5672)
 MANAGEMENT_API = 'http://127.0.0.1:15672/api'
@@ -185,14 +188,17 @@ class Cluster(fixtures.Fixture):
 
     The conductor and the API hold the master key (``[signing] key_file``
     of the options, else the test's, else a new one); each compute host
-    and volmig-volume get their own key, exported from it, as deployed.
+    and volmig-volume get their own key, exported from it and recorded in
+    the test's database, as deployed; but those named in ``unkeyed`` (a
+    previous release's hosts, which sign nothing) until ``give_key``.
     """
 
     def __init__(self, state_path: str, transport_url: str, db_url: str,
                  hosts: list[str], options: dict | None = None,
                  process_options: dict | None = None, volume: bool = False,
-                 prefixes: dict | None = None):
+                 prefixes: dict | None = None, unkeyed=()):
         super().__init__()
+        self.unkeyed = set(unkeyed)
         self.state_path = state_path
         self.hosts = hosts
         self.volume = volume
@@ -223,8 +229,10 @@ class Cluster(fixtures.Fixture):
                      for host in self.hosts]
         for binary, name, options in services:
             if binary in signing.HOSTS:
-                options[('signing', 'key_file')] = self.export_key(
-                    binary, host=name if binary == signing.COMPUTE else '')
+                options[('signing', 'key_file')] = self.key_path(
+                    *self._key_holder(binary, name))
+                if name not in self.unkeyed:
+                    self.give_key(name, binary)
             options.update(self.process_options.get(name, {}))
             self.spawn(binary, name, write_config(
                 os.path.join(self.state_path, name + '.conf'), options)
@@ -233,14 +241,29 @@ class Cluster(fixtures.Fixture):
     def _new_master(self) -> str:
         return master_key(self.state_path, this_process=False)
 
+    @staticmethod
+    def _key_holder(binary: str, name: str) -> tuple[str, str]:
+        # A compute agent's host is its process's name; volmig-volume runs
+        # on this machine's.
+        return binary, name if binary == signing.COMPUTE else \
+            socket.gethostname()
+
+    def key_path(self, service: str, host: str) -> str:
+        return os.path.join(self.state_path, 'key-%s-%s.json'
+                            % (service, host))
+
     def export_key(self, service: str, host: str) -> str:
         """``service``'s own key on ``host``, as "volmig-manage key export"
-        writes it."""
-        path = os.path.join(self.state_path, 'key-%s-%s.json'
-                            % (service, host or 'all'))
-        signing.export(self.options[('signing', 'key_file')], service, host,
-                       path)
-        return path
+        records and writes it."""
+        return volmig_fixtures.export_key(
+            self.options[('signing', 'key_file')], service, host,
+            self.key_path(service, host))
+
+    def give_key(self, name: str, binary: str = 'volmig-compute') -> str:
+        """Process ``name``'s own key, exported (as an operator does for a
+        host that an upgrade makes sign)."""
+        self.unkeyed.discard(name)
+        return self.export_key(*self._key_holder(binary, name))
 
     def restart(self, name: str, sig=signal.SIGTERM,
                 command=None, prefix=None,
@@ -356,7 +379,7 @@ def master_key(directory: str, this_process: bool = True) -> str:
     """A new master key file in ``directory``; this process's own
     (``[signing] key_file``) too, unless not ``this_process``."""
     path = os.path.join(directory, 'key.json')
-    signing.create(path)
+    keys.create(path)
     if this_process:
         CONF.set_override('key_file', path, group='signing')
     return path

@@ -8,6 +8,7 @@ of services in ``test_operator_tools``.
 
 from concurrent import futures
 import os
+import socket
 import subprocess
 import time
 
@@ -16,9 +17,9 @@ from oslotest import base as oslo_base
 
 from tests.integration import base
 from tests.integration import cluster
-from volmig import signing
 from volmig.cmd import manage
 from volmig.conf import CONF
+from volmig.signing import keys as signing_keys
 from volmig.volume_service import rpcapi as storage_rpcapi
 
 MANAGE = os.path.join(cluster.BIN_DIR, 'volmig-manage')
@@ -157,10 +158,11 @@ class LiveTest(base.ProcessTestCase):
         rotated = self.manage('key', 'rotate', '--window', '3')
         self.assertIn('key 2 signs from', rotated)
         for service, host in (('volmig-compute', 'compute-1'),
-                              ('volmig-volume', '')):
+                              ('volmig-volume', socket.gethostname())):
             self.manage('key', 'export', '--service', service, '--host',
-                        host, '--to', self.cluster.export_key(service, host))
-        _, keys = signing.read(CONF.signing.key_file)
+                        host, '--same-generation', '--to',
+                        self.cluster.key_path(service, host))
+        _, keys = signing_keys.read(CONF.signing.key_file)
         [old] = [key for key in keys if key.id == 1]
         # Past the old key's end: every message is signed with key 2.
         self.wait_until(lambda: time.time() > old.expires + 2, timeout=30,

@@ -7,6 +7,7 @@ from tests import fixtures
 from volmig import context as volmig_context
 from volmig import exception
 from volmig import rpc
+from volmig import signing
 from volmig.compute import rpcapi
 
 
@@ -30,7 +31,10 @@ class VersionCapTest(base.BaseTestCase):
     def setUp(self):
         super().setUp()
         self.conf = self.useFixture(fixtures.ConfFixture()).conf
+        self.useFixture(fixtures.DatabaseFixture())
         self.useFixture(fixtures.RPCFixture())
+        # The controllers seal what they send it with its key.
+        rpc.register_host(signing.COMPUTE, 'old-host')
         self.endpoint = OldComputeEndpoint()
         server = rpc.get_server(rpcapi.TOPIC, 'old-host', [self.endpoint])
         server.start()

@@ -43,6 +43,8 @@ class ConductorVersionCapTest(base.BaseTestCase):
     def setUp(self):
         super().setUp()
         self.conf = self.useFixture(fixtures.ConfFixture()).conf
+        # Where its servers remember the nonces of what they took.
+        self.useFixture(fixtures.DatabaseFixture())
         self.useFixture(fixtures.RPCFixture())
         self.endpoint = OldConductorEndpoint()
         server = rpc.get_server(rpcapi.TOPIC, 'conductor',
@@ -139,6 +141,8 @@ class OperatorTopicTest(base.BaseTestCase):
     def setUp(self):
         super().setUp()
         self.conf = self.useFixture(fixtures.ConfFixture()).conf
+        # Where its servers remember the nonces of what they took.
+        self.useFixture(fixtures.DatabaseFixture())
         self.useFixture(fixtures.RPCFixture())
         self.received = []
         for topic in (rpcapi.TOPIC, rpcapi.OPERATOR_TOPIC):

@@ -12,9 +12,11 @@ from tests import fixtures as volmig_fixtures
 from tests.functional import test_races
 from tests.unit import test_db
 from volmig import exception
+from volmig import signing
 from volmig.block_storage import base
 from volmig.block_storage import file
 from volmig.conf import CONF
+from volmig.db import host_keys
 from volmig.volume_service import manager
 
 
@@ -193,6 +195,8 @@ class FileAdapterReadsTest(test_db.DatabaseTestCase):
                           self.ctxt, unknown)
 
     def test_without_it_volmig_volume_is_asked(self):
+        # A volume node that holds a key, and does not answer.
+        host_keys.register(signing.VOLUME, 'volume-1')
         self.assertRaises(messaging.MessagingTimeout,
                           self.adapter.get_volume, self.ctxt,
                           self.volume['id'])

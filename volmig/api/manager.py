@@ -21,6 +21,7 @@ from volmig import policy
 from volmig import rpc
 from volmig import signing
 from volmig import states
+from volmig.api import senders
 from volmig.api import validation
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import rpcapi as conductor_rpcapi
@@ -28,7 +29,10 @@ from volmig.conductor import start
 from volmig.policies import volume_migrations as migration_policy
 
 LOG = logging.getLogger(__name__)
-# Who besides the controllers drives migrations: block storage.
+# Who besides the controllers drives migrations: block storage, of the
+# deployment's kind (``senders``). The previous release's block storage
+# calls every method here, so each serves it unsigned while an upgrade
+# allows it.
 BLOCK_STORAGE = (signing.VOLUME, signing.CLIENT)
 
 BINARY = TOPIC = 'volmig-api'
@@ -60,6 +64,7 @@ class APIManager:
 
     def __init__(self, host: str):
         self.host = host
+        self.senders = senders.Senders()
         self.conductor = conductor_rpcapi.ConductorAPI()
         self.compute = compute_rpcapi.ComputeAPI(
             lambda: self.conductor.service_min_version(
@@ -78,7 +83,7 @@ class APIManager:
     def cleanup_host(self) -> None:
         pass
 
-    @rpc.endpoint(senders=BLOCK_STORAGE)
+    @rpc.endpoint(senders=BLOCK_STORAGE, unsigned=True)
     def migration_start(self, ctxt, src_attachment_id):
         """At most four round trips: this call, begin, the agent, started.
 
@@ -86,6 +91,7 @@ class APIManager:
         """
         policy.authorize(ctxt, migration_policy.PREFIX % 'start')
         validation.require_uuid('src_attachment_id', src_attachment_id)
+        self.senders.check(ctxt, 'migration_start', src_attachment_id)
         # Both sides must know that the agent answers with a result.
         starting = (
             self.compute.can_send_version(compute_rpcapi.OWNER_VERSION)
@@ -101,10 +107,11 @@ class APIManager:
         return start.run(ctxt, self.compute, _Recorder(self.conductor),
                          migration, begun['bdm'])
 
-    @rpc.endpoint(senders=BLOCK_STORAGE)
+    @rpc.endpoint(senders=BLOCK_STORAGE, unsigned=True)
     def migration_cancel(self, ctxt, src_attachment_id):
         policy.authorize(ctxt, migration_policy.PREFIX % 'cancel')
         validation.require_uuid('src_attachment_id', src_attachment_id)
+        self.senders.check(ctxt, 'migration_cancel', src_attachment_id)
         accepted = self.conductor.migration_accept_cancel(ctxt,
                                                           src_attachment_id)
         migration = accepted['migration']
@@ -113,11 +120,13 @@ class APIManager:
                                           accepted['bdm'])
         return migration
 
-    @rpc.endpoint(senders=BLOCK_STORAGE)
+    @rpc.endpoint(senders=BLOCK_STORAGE, unsigned=True)
     def migration_complete(self, ctxt, src_attachment_id, dst_attachment_id):
         policy.authorize(ctxt, migration_policy.PREFIX % 'complete')
         validation.require_uuid('src_attachment_id', src_attachment_id)
         validation.require_uuid('dst_attachment_id', dst_attachment_id)
+        self.senders.check(ctxt, 'migration_complete', src_attachment_id,
+                           dst_attachment_id)
         accepted = self.conductor.migration_accept_complete(
             ctxt, src_attachment_id, dst_attachment_id)
         migration = accepted['migration']
@@ -127,13 +136,13 @@ class APIManager:
                 accepted['dst_connection_info'])
         return migration
 
-    @rpc.endpoint(senders=BLOCK_STORAGE)
+    @rpc.endpoint(senders=BLOCK_STORAGE, unsigned=True)
     def migration_get(self, ctxt, migration_ref):
         policy.authorize(ctxt, migration_policy.PREFIX % 'show')
         validation.require_uuid('migration_ref', migration_ref)
         return self.conductor.migration_get(ctxt, migration_ref)
 
-    @rpc.endpoint(senders=BLOCK_STORAGE)
+    @rpc.endpoint(senders=BLOCK_STORAGE, unsigned=True)
     def migration_list(self, ctxt, filters, limit=None, marker=None):
         policy.authorize(ctxt, migration_policy.PREFIX % 'show')
         validation.require_filters(filters, LIST_FILTERS)

@@ -107,6 +107,8 @@ def _volume(raw, attachments: list[dict]) -> dict:
             'status': raw['status'],
             'project_id': raw.get('os-vol-tenant-attr:tenant_id'),
             'migration_status': raw.get('migration_status'),
+            # Its cinder-volume (host@backend#pool): an admin's view only.
+            'host': raw.get('os-vol-host-attr:host'),
             'attachments': [a for a in attachments
                             if a['attach_status'] != 'detached']}
 

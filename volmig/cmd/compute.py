@@ -4,8 +4,12 @@ import sys
 
 from volmig import config
 from volmig import service
+from volmig import signing
+from volmig.conf import CONF
 
 
 def main() -> None:
     config.parse_args(sys.argv[1:])
-    service.serve(lambda: service.Service(service.COMPUTE))
+    # Its own key: a host's, never the controllers'.
+    service.serve(lambda: service.Service(service.COMPUTE),
+                  identity=(signing.COMPUTE, CONF.host))

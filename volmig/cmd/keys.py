@@ -1,7 +1,9 @@
 """volmig-manage's key commands: the RPC signing keys (``volmig.signing``).
 
 The master key lives on the controllers (volmig-api, volmig-conductor,
-volmig-manage); every other service gets a key derived for it.
+volmig-manage); every host gets a key of its own, derived from it, and
+recorded in the database (``volmig.db.host_keys``) so that it can be
+revoked alone.
 """
 
 import datetime
@@ -11,6 +13,8 @@ import time
 from volmig import exception
 from volmig import signing
 from volmig.conf import CONF
+from volmig.db import host_keys
+from volmig.signing import keys
 
 
 def _when(epoch: float) -> str:
@@ -19,12 +23,12 @@ def _when(epoch: float) -> str:
 
 
 def create() -> None:
-    path = CONF.category.to or signing.key_file(CONF)
+    path = CONF.category.to or keys.key_file(CONF)
     if os.path.exists(path):
         raise exception.ConfigurationError(
             reason='%s exists: "volmig-manage key rotate" replaces its key'
                    % path)
-    signing.create(path)
+    keys.create(path)
     print('master key 1 written to %s (mode 0600); copy it to every '
           'controller, and export each host\'s key from it' % path)
 
@@ -32,17 +36,17 @@ def create() -> None:
 def rotate() -> None:
     """A new key, used to sign ``window`` seconds from now; the keys it
     replaces are accepted for another ``window`` after that."""
-    path = signing.key_file(CONF)
-    keys = signing.read_master(path)
+    path = keys.key_file(CONF)
+    current = keys.read_master(path)
     now, window = time.time(), CONF.category.window
     kept = [key._replace(expires=key.expires or now + 2 * window)
-            for key in signing.usable(keys, now)]
-    new = signing.new_key(max(key.id for key in keys) + 1, now + window)
-    signing.write(path, None, kept + [new])
+            for key in keys.usable(current, now)]
+    new = keys.new_key(max(key.id for key in current) + 1, now + window)
+    keys.write(path, None, kept + [new])
     print('key %d signs from %s; keys %s are accepted until %s. Before '
           'then, copy %s to every controller and export every host\'s key '
-          'again ("volmig-manage key export"): services read their key '
-          'files again when they change.' % (
+          'again ("volmig-manage key export --same-generation"): services '
+          'read their key files again when they change.' % (
               new.id, _when(new.signs_from),
               ', '.join(str(key.id) for key in kept), _when(now + 2 * window),
               path))
@@ -50,13 +54,31 @@ def rotate() -> None:
 
 def export() -> None:
     command = CONF.category
-    host = '' if command.service == signing.VOLUME else command.on_host
-    if not host and command.service != signing.VOLUME:
-        raise exception.ConfigurationError(
-            reason='--host is required for %s' % command.service)
-    signing.export(signing.key_file(CONF), command.service, host,
-                   command.to)
-    print('key of %s%s written to %s (mode 0600); give it to that service '
-          'alone ([signing] key_file, or systemd\'s credential %s)' % (
-              command.service, ' on %s' % host if host else '', command.to,
-              signing.CREDENTIAL))
+    master = keys.key_file(CONF)
+    # The master key first: a command that cannot write the key records
+    # no generation that no key holds.
+    keys.read_master(master)
+    generation = host_keys.register(command.service, command.on_host,
+                                    keep=command.same_generation)
+    keys.export(master, keys.Holder(command.service, command.on_host,
+                                    generation), command.to)
+    print('key of %s on %s written to %s (mode 0600); give it to that host '
+          'alone ([signing] key_file, or systemd\'s credential %s)%s' % (
+              command.service, command.on_host, command.to,
+              signing.CREDENTIAL,
+              '' if command.same_generation else
+              '. Any key it had before is refused from now on'))
+
+
+def revoke() -> None:
+    command = CONF.category
+    host_keys.revoke(command.service, command.on_host)
+    print('the key of %s on %s is revoked: its messages are refused within '
+          'a second' % (command.service, command.on_host))
+
+
+def list_hosts() -> None:
+    for record in host_keys.get_all():
+        print('%-16s %-32s exported %s' % (
+            record['service'], record['host'],
+            record['updated_at'] or record['created_at']))

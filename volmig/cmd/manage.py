@@ -249,7 +249,9 @@ _COMMANDS = {('db', 'sync'): _db_sync, ('db', 'version'): _db_version,
              ('image', 'delete'): _image_delete,
              ('key', 'create'): keys.create,
              ('key', 'rotate'): keys.rotate,
-             ('key', 'export'): keys.export}
+             ('key', 'export'): keys.export,
+             ('key', 'revoke'): keys.revoke,
+             ('key', 'list'): keys.list_hosts}
 
 
 category_opt = cfg.SubCommandOpt('category', title='Commands',

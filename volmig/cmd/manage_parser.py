@@ -98,7 +98,7 @@ def add_parsers(subparsers):
 
     key = subparsers.add_parser(
         'key', help="RPC signing keys ([signing] key_file): the master key "
-                    "on the controllers, and each other service's own.")
+                    "on the controllers, and each host's own.")
     actions = key.add_subparsers(dest='action', required=True)
     actions.add_parser('create', help='Write a new master key.').add_argument(
         '--to', default=None, help='Where (default: [signing] key_file).')
@@ -108,16 +108,29 @@ def add_parsers(subparsers):
     ).add_argument('--window', type=int, default=3600,
                    help='Seconds to copy the new keys to every service.')
     export = actions.add_parser(
-        'export', help="Write a service's own key, derived from the master "
-                       'key.')
-    export.add_argument('--service', required=True,
-                        choices=['volmig-compute', 'volmig-volume',
-                                 'volmig-client'],
-                        help='volmig-client: a block-storage service such '
-                             'as Cinder.')
-    export.add_argument('--host', dest='on_host', default='',
-                        help='Its host (every volmig-volume shares one key).')
+        'export', help="Write a host's own key, derived from the master key "
+                       'for it, and record it: a new key, unless '
+                       '--same-generation; the one the host had before is '
+                       'refused from then on.')
+    revoke = actions.add_parser(
+        'revoke', help="Forget a host's key: its messages are refused "
+                       'within a second, and messages to it cannot be sealed.')
+    for action in (export, revoke):
+        action.add_argument('--service', required=True,
+                            choices=['volmig-compute', 'volmig-volume',
+                                     'volmig-client'],
+                            help='volmig-client: a block-storage host, such '
+                                 'as a cinder-volume host (its [DEFAULT] '
+                                 'host).')
+        action.add_argument('--host', dest='on_host', required=True,
+                            help='The host.')
     export.add_argument('--to', required=True, help='The file to write.')
+    export.add_argument('--same-generation', action='store_true',
+                        help='The key the host has, derived from every '
+                             'master key now in use: after "key rotate", '
+                             'so that its current file stays good until it '
+                             'gets this one.')
+    actions.add_parser('list', help='The hosts that hold a key.')
 
     server = subparsers.add_parser('server', help='Servers.')
     actions = server.add_subparsers(dest='action', required=True)

@@ -21,7 +21,9 @@ from volmig.conductor import services
 from volmig.conf import CONF
 from volmig.conf import opts
 from volmig.db import api as db
+from volmig.db import host_keys
 from volmig.db import schema as schema
+from volmig.signing import keys
 
 Code = upgradecheck.Code
 Result = upgradecheck.Result
@@ -108,17 +110,31 @@ class Checks(upgradecheck.UpgradeCommands):
         return Result(Code.SUCCESS, 'No migration needs recovery.')
 
     def _signing(self):
-        path = signing.key_file(CONF)
+        path = keys.key_file(CONF)
         try:
-            keys = signing.read_master(path)
+            master = keys.read_master(path)
         except exception.ConfigurationError as exc:
             return Result(Code.FAILURE, exc.message)
         if CONF.signing.allow_unsigned:
             return Result(Code.WARNING, '[signing] allow_unsigned is on: '
                           'messages without a signature are served. Turn '
                           'it off once every service is upgraded.')
-        return Result(Code.SUCCESS, 'Master key %s, %d key(s) in use.' % (
-            path, len(signing.usable(keys, time.time()))))
+        registered = host_keys.load()
+        unkeyed = sorted(
+            '%s on %s' % (service['binary'], service['host'])
+            for binary in (signing.COMPUTE, signing.VOLUME)
+            for service in services.get_all(
+                volmig_context.get_admin_context(), binary)
+            if (binary, service['host']) not in registered)
+        if unkeyed:
+            return Result(Code.WARNING, 'No key is recorded for %s: their '
+                          'messages are refused. Export each one\'s key '
+                          '("volmig-manage key export").'
+                          % ', '.join(unkeyed))
+        return Result(Code.SUCCESS, 'Master key %s, %d key(s) in use; %d '
+                      'host(s) hold a key of their own.' % (
+                          path, len(keys.usable(master, time.time())),
+                          len(registered)))
 
     _upgrade_checks = tuple(
         (name, _guarded(check)) for name, check in (

@@ -4,6 +4,10 @@ Methods mirror ``rpcapi`` one to one. Work on one instance is serialized
 by a per-instance lock. The agent never writes state: calls return their
 results, and the ends of asynchronous jobs are reported to the
 conductor, which records them.
+
+A method marked ``unsigned`` is one the previous release's conductor and
+API call: it serves them unsigned while an upgrade lets such messages in
+(``[signing] allow_unsigned``), on this host's records only (``_mine``).
 """
 
 import functools
@@ -17,6 +21,7 @@ from volmig import context
 from volmig import exception
 from volmig import notifications
 from volmig import rpc
+from volmig import signing
 from volmig import states
 from volmig.compute import copies
 from volmig.compute import drivers
@@ -30,15 +35,18 @@ from volmig.conf import CONF
 LOG = logging.getLogger(__name__)
 
 def locked_instance(method):
-    """Serialize a method on the instance (or migration's instance)."""
+    """Serialize a method on the instance (or migration's instance), once
+    the records it names are found to be this host's (``_mine``)."""
 
     @functools.wraps(method)
     def wrapper(self, ctxt, **kwargs):
         target = kwargs.get('instance') or kwargs['migration']
-        uuid = target.get('instance_uuid') or target['uuid']
+        uuid = self._mine(ctxt, method.__name__, target, kwargs)
         with lockutils.lock('instance-%s' % uuid):
             return method(self, ctxt, **kwargs)
     return wrapper
+
+
 
 
 class ComputeManager:
@@ -62,6 +70,21 @@ class ComputeManager:
         self._connector: dict = {}
         self.volumes = volumes.VolumeConnector(CONF)
         self.copies = copies.VolumeCopies(CONF, self.volumes)
+
+    def _mine(self, ctxt, method: str, target: dict, kwargs: dict) -> str:
+        """The server a message is about, once its records are found to
+        be this host's: the server, or the migration, is on this host,
+        and every mapping it names is that server's. A controller never
+        sends another host's; a message let in unsigned must not."""
+        uuid = target.get('instance_uuid') or target['uuid']
+        mappings = [kwargs[name] for name in ('bdm', 'old_bdm', 'new_bdm')
+                    if kwargs.get(name)] + list(kwargs.get('block_devices')
+                                                or ())
+        if target.get('host') != self.host or any(
+                bdm.get('instance_uuid', uuid) != uuid for bdm in mappings):
+            signing.refuse(method, getattr(ctxt, 'sender', None), 'host',
+                           'it names records of another host or server')
+        return uuid
 
     # Service plumbing.
 
@@ -156,7 +179,7 @@ class ComputeManager:
 
     # Instances.
 
-    @rpc.endpoint
+    @rpc.endpoint(unsigned=True)
     @locked_instance
     def build_instance(self, ctxt, instance, block_devices):
         data = notifications.instance_data(instance, block_devices=[
@@ -173,7 +196,7 @@ class ComputeManager:
         self.conductor.instance_built(ctxt, instance['uuid'],
                                       self.driver.get_power_state(instance))
 
-    @rpc.endpoint
+    @rpc.endpoint(unsigned=True)
     @locked_instance
     def terminate_instance(self, ctxt, instance):
         self.driver.destroy(instance)
@@ -187,14 +210,14 @@ class ComputeManager:
                 ctxt, instance['uuid'], self.driver.get_power_state(instance),
                 vm_state)
 
-    @rpc.endpoint
+    @rpc.endpoint(unsigned=True)
     @locked_instance
     def stop_instance(self, ctxt, instance):
         self._power_change(ctxt, instance,
                            lambda: self.driver.power_off(instance),
                            states.VM_STOPPED)
 
-    @rpc.endpoint
+    @rpc.endpoint(unsigned=True)
     @locked_instance
     def start_instance(self, ctxt, instance, block_devices):
         self._power_change(
@@ -202,7 +225,7 @@ class ComputeManager:
             lambda: self.driver.power_on(instance, block_devices),
             states.VM_ACTIVE)
 
-    @rpc.endpoint
+    @rpc.endpoint(unsigned=True)
     @locked_instance
     def attach_volume(self, ctxt, instance, bdm, attach_mode='rw'):
         # A 1.0 caller sends no attach_mode; it only knows read/write.
@@ -212,7 +235,7 @@ class ComputeManager:
             self.driver.attach_volume(instance,
                                       dict(bdm, attach_mode=attach_mode))
 
-    @rpc.endpoint
+    @rpc.endpoint(unsigned=True)
     @locked_instance
     def detach_volume(self, ctxt, instance, bdm):
         try:
@@ -229,9 +252,10 @@ class ComputeManager:
 
     @rpc.endpoint
     def get_console_output(self, ctxt, instance, length=None):
+        self._mine(ctxt, 'get_console_output', instance, {})
         return self.driver.get_console_output(instance, length)
 
-    @rpc.endpoint
+    @rpc.endpoint(unsigned=True)
     @locked_instance
     def swap_volume(self, ctxt, instance, old_bdm, new_bdm):
         """The legacy swap; the conductor hears how it ended."""
@@ -286,23 +310,24 @@ class ComputeManager:
 
     # Volume migrations.
 
-    @rpc.endpoint
+    @rpc.endpoint(unsigned=True)
     @locked_instance
     def migration_start(self, ctxt, migration, bdm):
         return self.migrations.start(ctxt, migration, bdm)
 
-    @rpc.endpoint
+    @rpc.endpoint(unsigned=True)
     @locked_instance
     def migration_cancel(self, ctxt, migration, bdm):
         self.migrations.cancel(ctxt, migration, bdm)
 
-    @rpc.endpoint
+    @rpc.endpoint(unsigned=True)
     @locked_instance
     def migration_complete(self, ctxt, migration, bdm, dst_connection_info):
         self.migrations.complete(ctxt, migration, bdm, dst_connection_info)
 
-    @rpc.endpoint
+    @rpc.endpoint(unsigned=True)
     def migration_reconcile(self, ctxt, migration, bdm, dst_connection_info):
+        self._mine(ctxt, 'migration_reconcile', migration, {'bdm': bdm})
         # It takes the server's lock itself, after its own checks.
         self.migrations.reconcile(ctxt, migration, bdm, dst_connection_info)
 

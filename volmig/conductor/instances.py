@@ -10,6 +10,7 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
 from volmig import exception
+from volmig import signing
 from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import moves
@@ -357,9 +358,13 @@ class InstanceConductor:
         except Exception:
             db.instance_update(ctxt, instance_uuid, {'task_state': None})
             raise
-        new_bdm = dict(old_bdm, volume_id=new_volume_id,
-                       attachment_id=attachment['id'],
-                       connection_info=attachment['connection_info'])
+        swap_to = {'volume_id': new_volume_id,
+                   'attachment_id': attachment['id'],
+                   'connection_info': attachment['connection_info']}
+        # Recorded before the agent hears of it: its report of the end
+        # names this attachment, and the records say what it stands for.
+        db.bdm_update(ctxt, old_bdm['id'], {'swap_to': swap_to})
+        new_bdm = dict(old_bdm, swap_to=None, **swap_to)
         try:
             self.compute_api.swap_volume(ctxt, instance['host'], instance,
                                          old_bdm, new_bdm)
@@ -371,19 +376,34 @@ class InstanceConductor:
                  instance_uuid=instance_uuid)
         return new_bdm
 
+    @staticmethod
+    def _swapping(ctxt, instance_uuid: str, new_bdm: dict) -> dict:
+        """The server's mapping whose swap made the attachment that an
+        agent's report names: the report's other values are not used."""
+        attachment_id = (new_bdm or {}).get('attachment_id')
+        for bdm in db.bdm_get_all(ctxt, instance_uuid=instance_uuid):
+            if attachment_id and (bdm['swap_to'] or {}).get(
+                    'attachment_id') == attachment_id:
+                return bdm
+        signing.refuse('a swap report', getattr(ctxt, 'sender', None),
+                       'host', 'attachment %s is not one that a swap of '
+                       'server %s made' % (attachment_id, instance_uuid))
+
     def volume_swapped(self, ctxt, instance_uuid: str, old_bdm: dict,
                        new_bdm: dict) -> dict:
         """The guest is on the new volume: keep one attachment, its own."""
-        self.volume_api.attachment_complete(ctxt, new_bdm['attachment_id'])
-        bdm = db.bdm_update(ctxt, old_bdm['id'], {
-            'volume_id': new_bdm['volume_id'],
-            'attachment_id': new_bdm['attachment_id'],
-            'connection_info': new_bdm['connection_info']})
-        self.volume_api.attachment_delete(ctxt, old_bdm['attachment_id'])
+        bdm = self._swapping(ctxt, instance_uuid, new_bdm)
+        swap_to, old_attachment_id = bdm['swap_to'], bdm['attachment_id']
+        self.volume_api.attachment_complete(ctxt, swap_to['attachment_id'])
+        bdm = db.bdm_update(ctxt, bdm['id'], dict(swap_to, swap_to=None))
+        self.volume_api.attachment_delete(ctxt, old_attachment_id)
         db.instance_update(ctxt, instance_uuid, {'task_state': None})
         return bdm
 
     def swap_failed(self, ctxt, instance_uuid: str, new_bdm: dict) -> None:
         """The guest stayed on the old volume: drop the new attachment."""
-        self.volume_api.attachment_delete(ctxt, new_bdm['attachment_id'])
+        bdm = self._swapping(ctxt, instance_uuid, new_bdm)
+        self.volume_api.attachment_delete(
+            ctxt, bdm['swap_to']['attachment_id'])
+        db.bdm_update(ctxt, bdm['id'], {'swap_to': None})
         db.instance_update(ctxt, instance_uuid, {'task_state': None})

@@ -27,7 +27,9 @@ LOG = logging.getLogger(__name__)
 
 # Who besides the controllers may call a method: what agents report, and
 # the heartbeats of every service. An agent reports on its own host's
-# servers and migrations only (``_own``).
+# servers and migrations only (``_own``). Each of these methods is one
+# that the previous release's agents and volmig-volume call, so it serves
+# them unsigned while an upgrade allows it, for hosts that do not sign yet.
 AGENTS = (signing.COMPUTE,)
 SERVICES = (signing.COMPUTE, signing.VOLUME)
 
@@ -65,7 +67,8 @@ class ConductorManager:
     def _own(ctxt, method: str, instance_uuid=None, migration_id=None):
         """An agent speaks of its own host's servers and migrations only;
         their record is read for an agent's word, not a controller's."""
-        if signing.speaks_for(ctxt, ''):
+        sender = ctxt.sender
+        if sender is None or sender.service == signing.CONTROLLER:
             return
         record = (db.instance_get(ctxt, instance_uuid) if instance_uuid
                   else db.migration_get(ctxt, migration_id))
@@ -102,14 +105,10 @@ class ConductorManager:
     def cleanup_host(self) -> None:
         self.queue.stop()
 
-    @rpc.endpoint(senders=SERVICES)
+    @rpc.endpoint(senders=SERVICES, unsigned=True)
     def service_update(self, ctxt, binary, host, topic, version,
                        capabilities):
-        if ctxt.sender and ctxt.sender.service not in (signing.CONTROLLER,
-                                                       binary):
-            signing.refuse('service_update', ctxt.sender, 'host',
-                           'a service reports its own liveness only')
-        signing.check_host(ctxt, host, 'service_update')
+        signing.check_host(ctxt, host, 'service_update', service=binary)
         return service_db.update(ctxt, binary, host, topic, version,
                                  capabilities)
 
@@ -119,7 +118,7 @@ class ConductorManager:
         return services.get_all(ctxt, binary, host=host, limit=limit,
                                 marker=marker)
 
-    @rpc.endpoint(senders=SERVICES)
+    @rpc.endpoint(senders=SERVICES, unsigned=True)
     def service_min_version(self, ctxt, binary):
         return min_service_version(ctxt, binary)
 
@@ -135,12 +134,12 @@ class ConductorManager:
     def instance_console_output(self, ctxt, instance_uuid, length=None):
         return self.instances.console_output(ctxt, instance_uuid, length)
 
-    @rpc.endpoint(senders=AGENTS)
+    @rpc.endpoint(senders=AGENTS, unsigned=True)
     def instance_get(self, ctxt, instance_uuid):
         self._own(ctxt, 'instance_get', instance_uuid=instance_uuid)
         return self.instances.get(ctxt, instance_uuid)
 
-    @rpc.endpoint(senders=AGENTS)
+    @rpc.endpoint(senders=AGENTS, unsigned=True)
     def instance_list(self, ctxt, host=None, name=None, limit=None,
                       marker=None):
         signing.check_host(ctxt, host, 'instance_list')
@@ -169,18 +168,18 @@ class ConductorManager:
         return self.instances.swap_volume(ctxt, instance_uuid,
                                           old_volume_id, new_volume_id)
 
-    @rpc.endpoint(senders=AGENTS)
+    @rpc.endpoint(senders=AGENTS, unsigned=True)
     def volume_swapped(self, ctxt, instance_uuid, old_bdm, new_bdm):
         self._own(ctxt, 'volume_swapped', instance_uuid=instance_uuid)
         return self.instances.volume_swapped(ctxt, instance_uuid, old_bdm,
                                              new_bdm)
 
-    @rpc.endpoint(senders=AGENTS)
+    @rpc.endpoint(senders=AGENTS, unsigned=True)
     def swap_failed(self, ctxt, instance_uuid, new_bdm):
         self._own(ctxt, 'swap_failed', instance_uuid=instance_uuid)
         return self.instances.swap_failed(ctxt, instance_uuid, new_bdm)
 
-    @rpc.endpoint(senders=AGENTS)
+    @rpc.endpoint(senders=AGENTS, unsigned=True)
     def instance_update(self, ctxt, instance_uuid, values):
         """Agents older than 1.3 only; it takes power changes only."""
         self._own(ctxt, 'instance_update', instance_uuid=instance_uuid)
@@ -191,34 +190,34 @@ class ConductorManager:
                 'vm_state, and clear task_state; not %s' % sorted(values))
         return db.instance_update(ctxt, instance_uuid, values)
 
-    @rpc.endpoint(senders=AGENTS)
+    @rpc.endpoint(senders=AGENTS, unsigned=True)
     def instance_power_changed(self, ctxt, instance_uuid, power_state,
                                vm_state):
         self._own(ctxt, 'instance_power_changed', instance_uuid=instance_uuid)
         return self.instances.power_changed(ctxt, instance_uuid,
                                             power_state, vm_state)
 
-    @rpc.endpoint(senders=AGENTS)
+    @rpc.endpoint(senders=AGENTS, unsigned=True)
     def instance_build_failed(self, ctxt, instance_uuid, reason=None):
         self._own(ctxt, 'instance_build_failed', instance_uuid=instance_uuid)
         return self.instances.build_failed(ctxt, instance_uuid, reason)
 
-    @rpc.endpoint(senders=AGENTS)
+    @rpc.endpoint(senders=AGENTS, unsigned=True)
     def instance_built(self, ctxt, instance_uuid, power_state):
         self._own(ctxt, 'instance_built', instance_uuid=instance_uuid)
         return self.instances.built(ctxt, instance_uuid, power_state)
 
-    @rpc.endpoint(senders=AGENTS)
+    @rpc.endpoint(senders=AGENTS, unsigned=True)
     def instance_terminated(self, ctxt, instance_uuid):
         self._own(ctxt, 'instance_terminated', instance_uuid=instance_uuid)
         return self.instances.terminated(ctxt, instance_uuid)
 
-    @rpc.endpoint(senders=AGENTS)
+    @rpc.endpoint(senders=AGENTS, unsigned=True)
     def volume_detached(self, ctxt, instance_uuid, volume_id):
         self._own(ctxt, 'volume_detached', instance_uuid=instance_uuid)
         return self.instances.volume_detached(ctxt, instance_uuid, volume_id)
 
-    @rpc.endpoint(senders=AGENTS)
+    @rpc.endpoint(senders=AGENTS, unsigned=True)
     def volume_detach_failed(self, ctxt, instance_uuid, volume_id, reason):
         self._own(ctxt, 'volume_detach_failed', instance_uuid=instance_uuid)
         return self.instances.volume_detach_failed(ctxt, instance_uuid,
@@ -236,7 +235,7 @@ class ConductorManager:
     def migration_release(self, ctxt, migration_id):
         self.migrations.release(ctxt, migration_id)
 
-    @rpc.endpoint(senders=AGENTS)
+    @rpc.endpoint(senders=AGENTS, unsigned=True)
     def migration_started(self, ctxt, migration_id, pauses):
         self._own(ctxt, 'migration_started', migration_id=migration_id)
         return self.migrations.started(ctxt, migration_id, pauses)
@@ -251,7 +250,7 @@ class ConductorManager:
         return self.migrations.accept_complete(ctxt, src_attachment_id,
                                                dst_attachment_id)
 
-    @rpc.endpoint(senders=AGENTS)
+    @rpc.endpoint(senders=AGENTS, unsigned=True)
     def migration_get(self, ctxt, migration_ref):
         migration = self.migrations.get(ctxt, migration_ref)
         signing.check_host(ctxt, migration['host'], 'migration_get')
@@ -262,28 +261,28 @@ class ConductorManager:
         return self.migrations.get_all(ctxt, filters, limit=limit,
                                        marker=marker)
 
-    @rpc.endpoint(senders=AGENTS)
+    @rpc.endpoint(senders=AGENTS, unsigned=True)
     def migration_set_status(self, ctxt, migration_id, status, pauses=None):
         self._own(ctxt, 'migration_set_status', migration_id=migration_id)
         return self.migrations.set_status(ctxt, migration_id, status,
                                           pauses)
 
-    @rpc.endpoint(senders=AGENTS)
+    @rpc.endpoint(senders=AGENTS, unsigned=True)
     def migration_switched(self, ctxt, migration_id, pauses):
         self._own(ctxt, 'migration_switched', migration_id=migration_id)
         return self.migrations.switched(ctxt, migration_id, pauses)
 
-    @rpc.endpoint(senders=AGENTS)
+    @rpc.endpoint(senders=AGENTS, unsigned=True)
     def migration_job_ended(self, ctxt, migration_id, status, pauses):
         self._own(ctxt, 'migration_job_ended', migration_id=migration_id)
         return self.migrations.job_ended(ctxt, migration_id, status, pauses)
 
-    @rpc.endpoint(senders=AGENTS)
+    @rpc.endpoint(senders=AGENTS, unsigned=True)
     def migration_recovered(self, ctxt, migration_id, side):
         self._own(ctxt, 'migration_recovered', migration_id=migration_id)
         return self.migrations.recovered(ctxt, migration_id, side)
 
-    @rpc.endpoint(senders=AGENTS)
+    @rpc.endpoint(senders=AGENTS, unsigned=True)
     def migration_work_for_host(self, ctxt, host, uptime=None):
         signing.check_host(ctxt, host, 'migration_work_for_host')
         return self.healer.work_for_host(ctxt, host, uptime)
@@ -292,14 +291,14 @@ class ConductorManager:
     def migration_count_by_status(self, ctxt):
         return db.migration_count_by_status(ctxt)
 
-    @rpc.endpoint(senders=AGENTS)
+    @rpc.endpoint(senders=AGENTS, unsigned=True)
     def migration_report_progress(self, ctxt, migration_id, bytes_done,
                                   bytes_total):
         self._own(ctxt, 'migration_report_progress', migration_id=migration_id)
         return self.migrations.report_progress(ctxt, migration_id,
                                                bytes_done, bytes_total)
 
-    @rpc.endpoint(senders=AGENTS)
+    @rpc.endpoint(senders=AGENTS, unsigned=True)
     def migration_fail(self, ctxt, migration_id, reason, recovery_needed):
         self._own(ctxt, 'migration_fail', migration_id=migration_id)
         return self.migrations.fail(ctxt, migration_id, reason,

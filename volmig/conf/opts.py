@@ -1,5 +1,6 @@
 """Collects every volmig option group for oslo-config-generator."""
 
+from oslo_concurrency import lockutils
 from oslo_config import cfg
 from oslo_db import options as db_options
 from oslo_log import log as logging
@@ -25,6 +26,10 @@ def set_defaults(conf=None):
                      connection=database.DEFAULT_CONNECTION)
     cfg.set_defaults(healthcheck_opts.HEALTHCHECK_OPTS,
                      backends=health.BACKENDS)
+    # oslo.messaging's queue manager, which names each process's reply
+    # queue after its host (volmig.rpc.name_queues), counts them under a
+    # lock between processes.
+    lockutils.set_defaults(lock_path='$state_path/lock')
     # os-brick's connector probes every protocol it knows on each agent
     # and warns about those the host lacks (iSCSI, NVMe-oF); volmig
     # connects nfs and local only, and refuses the rest by name.

@@ -77,6 +77,10 @@ class BlockDeviceMapping(Base):
     destination_type = sa.Column(sa.String(16), nullable=False,
                                  default='volume')
     connection_info = sa.Column(sa.JSON)
+    # A legacy swap under way: the new volume, attachment and connection
+    # the conductor made for it, which the agent's report of its end may
+    # only name (alembic 0011).
+    swap_to = sa.Column(sa.JSON)
 
 
 _IN_PROGRESS = "status NOT IN ('cancelled', 'completed', 'error')"
@@ -257,3 +261,24 @@ class VolumeLock(Base):
     volume_id = sa.Column(sa.String(36), primary_key=True)
     # Written by each taker: on Galera, the write is what conflicts.
     taken = sa.Column(sa.BigInteger, nullable=False, server_default='0')
+
+
+class HostKey(Base):
+    """A host's RPC signing key, as exported (``volmig.signing``): the
+    generation its key was derived with. No secret is kept here."""
+    __tablename__ = 'host_keys'
+
+    service = sa.Column(sa.String(64), primary_key=True)
+    host = sa.Column(sa.String(255), primary_key=True)
+    generation = sa.Column(sa.String(32), nullable=False)
+
+
+class RpcNonce(Base):
+    """The nonce of a message a server took, until the message is stale
+    (``volmig.signing.nonces``)."""
+    __tablename__ = 'rpc_nonces'
+    __table_args__ = (sa.Index('rpc_nonces_expires_at_idx', 'expires_at'),)
+
+    nonce = sa.Column(sa.String(32), primary_key=True)
+    # Seconds since the epoch.
+    expires_at = sa.Column(sa.Float, nullable=False)

@@ -10,6 +10,7 @@ import os
 from volmig import concurrency
 from volmig import config
 from volmig import rpc
+from volmig import signing
 from volmig.api.rest import app
 
 
@@ -18,7 +19,7 @@ def init_application():
     files = os.environ.get('VOLMIG_CONFIG_FILES', '/etc/volmig/volmig.conf')
     config.parse_args([], default_config_files=[
         path for path in files.split(',') if os.path.exists(path)])
-    rpc.init()
+    rpc.init(identity=(signing.CONTROLLER,), process='volmig-api')
     return app.build()
 
 
