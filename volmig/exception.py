@@ -38,6 +38,10 @@ class ConfigurationError(VolmigException):
     msg_fmt = 'Invalid configuration: %(reason)s'
 
 
+class HostHoldsNoKey(ConfigurationError):
+    """A message to a host that holds no signing key cannot be sealed."""
+
+
 class DriverNotConfigured(ConfigurationError):
     msg_fmt = ('[compute] driver is not set. Set it to "qemu" or "libvirt"; '
                '"fake" keeps guests in memory and moves no data, for tests '

@@ -92,7 +92,7 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
             self.state_path, vhost.url, CONF.database.connection,
             self.hosts, options=options,
             process_options=self.process_options(),
-            prefixes=self.prefixes(),
+            prefixes=self.prefixes(), unkeyed=self.unkeyed(),
             volume=self.VOLUME_SERVICE))
         self.processes = self.cluster.processes
         # testtools gathers the cluster's details as they are now.
@@ -149,6 +149,10 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
     def prefixes(self) -> dict:
         """What each process runs under: {name: command prefix}."""
         return {}
+
+    def unkeyed(self) -> tuple:
+        """The hosts given no signing key (``cluster.Cluster``)."""
+        return ()
 
     def process_options(self) -> dict:
         """Extra options per process: {name: {(group, name): value}}, by

@@ -50,6 +50,11 @@ class VhostFixture(fixtures.Fixture):
                      {'configure': '.*', 'write': '.*', 'read': '.*'})
         self.url = 'rabbit://guest:guest@%s:%d/%s' % (RABBIT + (self.name,))
 
+    def queues(self) -> set[str]:
+        """The vhost's queues, asked of the broker itself."""
+        return set(self._ctl('list_queues', '-p', self.name,
+                             '--no-table-headers', 'name').split())
+
     def consumed_queues(self) -> set[str]:
         """The vhost's queues that some listener consumes from now.
 

@@ -54,12 +54,12 @@ class QemuTestCase(base.ProcessTestCase):
             if pid:
                 os.kill(pid, signal.SIGKILL)
 
-    def boot(self, attach_mode='rw'):
+    def boot(self, attach_mode='rw', host=None):
         vol = self.volumes.create_volume(self.admin, SIZE_MB,
                                          pool='pool-a')
         [server] = self.conductor.build_instances(
             self.user, 'vm', [{'volume_id': vol['id'], 'boot_index': 0,
-                               'attach_mode': attach_mode}], 1, None)
+                               'attach_mode': attach_mode}], 1, host)
         server = self.wait_for_server(server['uuid'], states.VM_ACTIVE)
         return server, server['block_devices'][0], vol
 

@@ -79,6 +79,11 @@ class PreviousReleaseTestCase(test_qemu_data_path.QemuTestCase):
         self.old = ['env', 'PYTHONPATH=%s' % tree]
         return {name: self.old for name in self.OLD}
 
+    def unkeyed(self):
+        # The previous release signs nothing: its hosts hold no key until
+        # they are upgraded, as the upgrade notes say.
+        return self.OLD
+
     def process_options(self):
         # Each host its own state, as on real hosts: the previous
         # release's agent adopts every guest under its state_path.
@@ -143,6 +148,7 @@ class PreviousReleaseTestCase(test_qemu_data_path.QemuTestCase):
         return record['version']
 
     def _upgrade(self, name):
+        self.cluster.give_key(name)
         process = self.cluster.restart(name, prefix=[])
 
         def keep_log():

@@ -13,6 +13,8 @@ from oslotest import base
 
 from tests import openstack
 from tests.integration import cluster
+from volmig import signing
+from volmig.signing import keys
 
 
 class StartupRefusalTest(base.BaseTestCase):
@@ -31,10 +33,24 @@ class StartupRefusalTest(base.BaseTestCase):
 
     def _start(self, options: dict, binary='volmig-compute',
                args=()) -> subprocess.CompletedProcess:
+        if binary == 'volmig-compute' and ('signing', 'key_file') not in \
+                options:
+            options = {**options, ('signing', 'key_file'):
+                       self.host_key('refusing')}
+            options.setdefault(('DEFAULT', 'host'), 'refusing')
         config = self._config(options)
         return subprocess.run(
             [os.path.join(cluster.BIN_DIR, binary), '--config-file', config,
              *args], capture_output=True, text=True, timeout=60)
+
+    def host_key(self, host: str, service=signing.COMPUTE) -> str:
+        """A host's own key, as an export writes it (no controller reads
+        it here: nothing records it)."""
+        state = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(state, 'host-key.json')
+        keys.export(cluster.master_key(state, this_process=False),
+                    keys.Holder(service, host, 'g1'), path)
+        return path
 
     def taken_port(self) -> int:
         """A port something else listens on."""
@@ -80,6 +96,28 @@ class StartupRefusalTest(base.BaseTestCase):
             result, 'volmig-conductor', 'Invalid configuration: cannot read '
             'the RPC signing key /nonexistent/k (No such file or directory)'
             ': create it with "volmig-manage key create"')
+
+    def test_a_key_of_another_kind_or_host(self):
+        """A host given the master key, or another host's, and a
+        controller given a host's: each says so in one line."""
+        master = cluster.master_key(self.useFixture(fixtures.TempDir()).path,
+                                    this_process=False)
+        for binary, key, says in (
+                ('volmig-compute', master, 'volmig-compute on refusing needs '
+                 'its own key ("volmig-manage key export --service '
+                 'volmig-compute --host refusing"), and %s holds the master '
+                 'key' % master),
+                ('volmig-compute', self.host_key('compute-2'),
+                 'holds the key of volmig-compute on "compute-2"'),
+                ('volmig-volume', self.host_key('refusing'),
+                 'volmig-volume on refusing needs its own key'),
+                ('volmig-conductor', self.host_key('refusing'),
+                 'a controller needs the master key, and')):
+            result = self._start({('DEFAULT', 'host'): 'refusing',
+                                  ('compute', 'driver'): 'fake',
+                                  ('signing', 'key_file'): key}, binary)
+            self.assert_cannot_start(result, binary, 'Invalid configuration')
+            self.assertIn(says, result.stderr)
 
     def test_no_driver_set(self):
         result = self._start({('DEFAULT', 'host'): 'refusing'})

@@ -237,7 +237,7 @@ class KindsTest(SigningTestCase):
                  'holds the key of volmig-compute on "compute-1"'),
                 (compute, (signing.VOLUME, 'compute-1'),
                  'holds the key of volmig-compute'),
-                (compute, (signing.CONTROLLER,), 'needs the master key'),
+                (compute, (signing.CONTROLLER,), 'a controller needs'),
                 (compute, (signing.CLIENT,), 'holds the key of volmig-co')):
             error = self.assertRaises(exception.ConfigurationError,
                                       keyring.require, *identity)

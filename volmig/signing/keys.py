@@ -168,17 +168,17 @@ class Keyring:
         holder = self.holder
         if service == signing.CONTROLLER:
             fits = holder is None
-            wanted = 'the master key'
+            who, wanted = 'a controller', 'the master key'
         else:
             fits = holder is not None and holder.service == service and (
                 host is None or holder.host == host)
+            who = service + (' on %s' % host if host else '')
             wanted = 'its own key ("volmig-manage key export --service ' \
                 '%s%s")' % (service, ' --host %s' % host if host else '')
         if not fits:
             raise exception.ConfigurationError(
-                reason='%s%s needs %s, and %s holds %s' % (
-                    service, ' on %s' % host if host else '', wanted,
-                    self.path, _described(holder)))
+                reason='%s needs %s, and %s holds %s' % (
+                    who, wanted, self.path, _described(holder)))
 
     def _fresh(self) -> list[Key]:
         now = time.monotonic()

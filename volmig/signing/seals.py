@@ -94,14 +94,14 @@ def sign(keyring: keys_mod.Keyring, topic: str, server, ctxt: dict,
                         for node in keyring.hosts(service)
                         if (secret := keyring.secret(key, service, node))}
         if not seal['macs']:
-            raise exception.ConfigurationError(
+            raise exception.HostHoldsNoKey(
                 reason='no %s node holds a key: export one ("volmig-manage '
                        'key export --service %s --host HOST")'
                        % (service, service))
     else:
         secret = keyring.secret(key, service, host)
         if secret is None:
-            raise exception.ConfigurationError(
+            raise exception.HostHoldsNoKey(
                 reason='%s on "%s" holds no key: a message to it cannot be '
                        'sealed ("volmig-manage key export --service %s '
                        '--host %s")' % (service, host, service, host))
@@ -134,6 +134,10 @@ def seal_reply(secret: bytes, key_id: int, replier: signing.Sender,
     seal['mac'] = _mac(secret, _reply_parts(key_id, replier, nonce, topic,
                                             body))
     return {signing.REPLY: {'body': body, 'seal': seal}}
+
+
+def is_sealed(reply) -> bool:
+    return isinstance(reply, dict) and signing.REPLY in reply
 
 
 def open_reply(keyring: keys_mod.Keyring, sent: Sent, method: str,
