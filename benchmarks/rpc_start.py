@@ -77,11 +77,14 @@ class Relay:
         return hops
 
 
-def serve(kind: str, url: str, key_file: str) -> None:
-    """An echo or relay server in a process of its own, until SIGTERM."""
+def serve(kind: str, url: str, key_file: str, db_url: str) -> None:
+    """An echo or relay server in a process of its own, until SIGTERM. It
+    keeps the nonces of what it takes in the database, as the
+    controllers do."""
     config.parse_args([], default_config_files=[], setup_logging=False)
     CONF.set_override('transport_url', url)
     CONF.set_override('key_file', key_file, group='signing')
+    db_api.configure(db_url)
     rpc.init()
     endpoint = Echo() if kind == 'echo' else Relay()
     server = rpc.get_server('volmig-bench-%s' % kind, kind, [endpoint])
@@ -94,11 +97,13 @@ def serve(kind: str, url: str, key_file: str) -> None:
     server.wait()
 
 
-def chain_calls(ctxt, url: str, iterations: int) -> list[float]:
+def chain_calls(ctxt, url: str, db_url: str,
+                iterations: int) -> list[float]:
     """Client, relay and echo in three processes: volmig's start shape."""
     processes = [subprocess.Popen(
         [sys.executable, '-m', 'benchmarks.rpc_start', '--serve', kind,
-         '--url', url, '--key-file', CONF.signing.key_file],
+         '--url', url, '--key-file', CONF.signing.key_file,
+         '--db-url', db_url],
         stdout=subprocess.PIPE, text=True)
         for kind in ('echo', 'relay')]
     try:
@@ -212,7 +217,7 @@ def main() -> None:
     parser.add_argument('--key-file', help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        return serve(args.serve, args.url, args.key_file)
+        return serve(args.serve, args.url, args.key_file, args.db_url)
 
     with fixtures.TempDir() as tmp, cluster.VhostFixture() as vhost:
         db_url = args.db_url or 'sqlite:///%s/volmig.sqlite' % tmp.path
@@ -242,7 +247,7 @@ def main() -> None:
             ctxt = volmig_context.get_service_context()
             bare = bare_calls(ctxt, args.iterations)
             signed = bare_calls(ctxt, args.iterations, signed=True)
-            chain = chain_calls(ctxt, vhost.url, args.iterations)
+            chain = chain_calls(ctxt, vhost.url, db_url, args.iterations)
             starts, cancels, reads, api_reads, nested = volmig_round_trips(
                 args.iterations, ports.get('volume'))
             # volmig-volume's requests are counted above, not timed.

@@ -101,10 +101,9 @@ class SignedTransport(messaging_transport.RPCTransport):
             # A caller's own configuration (a block-storage service's) may
             # have none: a host key names its holder anyway.
             host = socket.gethostname()
-        path = keys.key_file(self.conf)
-        holder, _ = keys.read(path)
-        self.keyring = keys.Keyring(path, host, registry=(
-            None if holder else registry.Registry(_registered_hosts)))
+        self.keyring = keys.Keyring(keys.key_file(self.conf), host)
+        if self.keyring.holder is None:
+            self.keyring.registry = registry.Registry(_registered_hosts)
 
     def _send(self, target, ctxt, message, wait_for_reply=None, *args,
               **kwargs):
@@ -122,11 +121,19 @@ class SignedTransport(messaging_transport.RPCTransport):
             # A host of the previous release, which seals nothing, while
             # an upgrade runs.
             sealed, sent = ctxt, None
-        reply = super()._send(target, sealed, message, wait_for_reply,
-                              *args, **kwargs)
-        if not wait_for_reply or sent is None or (
-                self.conf.signing.allow_unsigned
-                and not seals.is_sealed(reply)):
+        trusting = (not wait_for_reply or sent is None
+                    or self.conf.signing.allow_unsigned)
+        try:
+            reply = super()._send(target, sealed, message, wait_for_reply,
+                                  *args, **kwargs)
+        except Exception as exc:
+            # An unsealed failure, as the driver raises it: a refusal of
+            # a seal that did not check out, or a forger's.
+            if trusting or not _remote(exc):
+                raise
+            seals.refuse_reply(sent, message.get('method'),
+                               exception.safe_message(exc))
+        if trusting and not seals.is_sealed(reply):
             # A cast; or, while an upgrade runs, the answer of a server of
             # the previous release.
             return reply
@@ -136,6 +143,12 @@ class SignedTransport(messaging_transport.RPCTransport):
             raise rpc_common.deserialize_remote_exception(body['failure'],
                                                           ALLOWED_EXMODS)
         return body.get('result')
+
+
+def _remote(exc: Exception) -> bool:
+    """Whether ``exc`` came back in a reply (not a timeout, say)."""
+    return isinstance(exc, messaging.RemoteError) or type(
+        exc).__module__.endswith('_Remote')
 
 
 def register_host(service: str, host: str) -> None:

@@ -132,7 +132,7 @@ class CompromisedHostTest(test_locked_down_rabbitmq.OneUserPerService,
 
     def answered_by_attacker(self, queue, forge):
         """What a call to compute-9 raises when compute-2 answers it with
-        ``forge(the request's nonce)``."""
+        ``forge(the request's nonce)``: the reply's result or failure."""
         asked = {}
 
         def ask():
@@ -150,9 +150,10 @@ class CompromisedHostTest(test_locked_down_rabbitmq.OneUserPerService,
         raw = json.loads(json.loads(request.body)['oslo.message'])
         nonce = raw['_context_%s' % signing.SIGNATURE]['nonce']
         self.post_as_attacker(
-            {'oslo.version': '2.0', 'oslo.message': json.dumps({
-                'result': forge(nonce), 'failure': None, 'ending': True,
-                '_msg_id': raw['_msg_id']})}, raw['_reply_q'])
+            {'oslo.version': '2.0', 'oslo.message': json.dumps(dict(
+                {'result': None, 'failure': None, 'ending': True,
+                 '_msg_id': raw['_msg_id']}, **forge(nonce)))},
+            raw['_reply_q'])
         caller.join(30)
         self.assertNotIn('answer', asked)
         return asked['error']
@@ -216,17 +217,23 @@ class CompromisedHostTest(test_locked_down_rabbitmq.OneUserPerService,
 
         # 3. A reply in place of the server called: calls to compute-9
         # (whose queue the vhost's administrator reads here, as a broker
-        # operator could) answered "done" by compute-2, into the caller's
-        # reply queue: unsealed, and sealed with its own key.
+        # operator could) answered by compute-2, into the caller's reply
+        # queue: "done" unsealed, and sealed with its own key, and a
+        # refusal.
         rpc.register_host(signing.COMPUTE, 'compute-9')
         compute_9 = self.admin_queue('volmig-compute.compute-9')
-        for forge in (lambda nonce: {'status': 'done'},
-                      lambda nonce: seals.seal_reply(
+        refusal = json.dumps({
+            'class': 'MigrationInProgress', 'module': 'volmig.exception',
+            'message': 'forged', 'tb': [], 'args': ['forged'],
+            'kwargs': {}})
+        for forge in (lambda nonce: {'result': {'status': 'done'}},
+                      lambda nonce: {'result': seals.seal_reply(
                           self.attacker.signing_key().secret,
                           self.attacker.signing_key().id,
                           signing.Sender(signing.COMPUTE, 'compute-9'),
                           nonce, 'volmig-compute',
-                          {'result': {'status': 'done'}})):
+                          {'result': {'status': 'done'}})},
+                      lambda nonce: {'failure': refusal}):
             error = self.answered_by_attacker(compute_9, forge)
             self.assertIsInstance(error, exception.ReplyRefused)
 

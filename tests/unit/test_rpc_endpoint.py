@@ -3,6 +3,7 @@ whose message names the problem, never a traceback; and how long each
 request took to serve, in the process's metrics."""
 
 import logging
+import os
 
 import fixtures
 import oslo_messaging as messaging
@@ -14,6 +15,8 @@ from volmig import context as volmig_context
 from volmig import exception
 from volmig import rpc
 from volmig import signing
+from volmig.conf import CONF
+from volmig.signing import keys
 
 
 class Clock:
@@ -172,3 +175,109 @@ class SendersTest(base.BaseTestCase):
         self.assertIn('reports on its own records only', str(error))
         self.assertEqual('compute-2', self.served(
             'report', self.ctxt(signing.CONTROLLER), host='compute-2'))
+
+    def test_unsigned_only_where_the_previous_release_calls(self):
+        unsigned = volmig_context.RequestContext(
+            sender=signing.Unsigned(lambda service, host: host == 'signs'))
+        error = self.assertRaises(exception.MessageRefused, self.served,
+                                  'operator_only', unsigned)
+        self.assertIn('not a method the previous release calls', str(error))
+        error = self.assertRaises(exception.MessageRefused, self.served,
+                                  'report', unsigned, host='compute-1')
+        self.assertIn('not a method the previous release calls', str(error))
+
+
+class PreviousRelease:
+
+    @rpc.endpoint(senders=(signing.COMPUTE,), unsigned=True)
+    def report(self, ctxt, host):
+        signing.check_host(ctxt, host, 'report')
+        return host
+
+
+class UnsignedTest(base.BaseTestCase):
+    """While an upgrade lets unsigned messages in, they reach only the
+    methods marked for it, on hosts that do not sign yet."""
+
+    def test_a_host_that_signs_is_spoken_for_by_its_seal_alone(self):
+        self.useFixture(volmig_fixtures.ConfFixture())
+        unsigned = volmig_context.RequestContext(
+            sender=signing.Unsigned(lambda service, host: host == 'new'))
+        self.assertEqual('old', PreviousRelease().report(unsigned,
+                                                         host='old'))
+        raised = self.assertRaises(messaging.ExpectedException,
+                                   PreviousRelease().report, unsigned,
+                                   host='new')
+        self.assertIn('reports on its own records only',
+                      str(raised.exc_info[1]))
+
+
+class Recorder:
+    """Keeps the context each message's method ran in."""
+
+    def __init__(self):
+        self.contexts = []
+
+    @rpc.endpoint(senders=signing.HOSTS)
+    def report(self, ctxt):
+        self.contexts.append(ctxt)
+
+
+class ReceivedContextTest(base.BaseTestCase):
+    """A host's message carries nothing of a caller that volmig would act
+    on: no token, no catalog, no role; the controllers' carry theirs."""
+
+    def setUp(self):
+        super().setUp()
+        self.conf = self.useFixture(volmig_fixtures.ConfFixture())
+        self.useFixture(volmig_fixtures.DatabaseFixture())
+        self.useFixture(volmig_fixtures.RPCFixture())
+        self.recorder = Recorder()
+        server = rpc.get_server('volmig-conductor', 'conductor',
+                                [self.recorder])
+        server.start()
+        self.addCleanup(server.wait)
+        self.addCleanup(server.stop)
+        # What a host writes in its context: a token, a catalog that names
+        # its own server, and an admin's roles.
+        self.sent = volmig_context.RequestContext(
+            user_id='u', project_id='p', roles=['admin', 'member'],
+            is_admin=True, auth_token='secret-token', request_id='req-1',
+            service_catalog=[{'type': 'volumev3', 'endpoints': [
+                {'publicURL': 'http://attacker.example:8776/v3'}]}])
+
+    def received_from(self, service: str, host: str):
+        """What the method gets of ``self.sent``, sent by (service,
+        host) with that host's own key."""
+        key_file = volmig_fixtures.export_key(
+            self.conf.key_file, service, host,
+            os.path.join(self.conf.state_path, '%s.json' % service))
+        # The server reads the record again now, not within a second.
+        rpc.transport().keyring.registry.forget()
+        transport = rpc.get_transport(CONF)
+        transport.keyring = keys.Keyring(key_file, host)
+        self.addCleanup(transport.cleanup)
+        rpc.get_client('volmig-conductor', '1.0',
+                       rpc_transport=transport).call(self.sent, 'report')
+        return self.recorder.contexts[-1]
+
+    def test_a_host_sends_no_token_catalog_or_role(self):
+        for service, roles in ((signing.COMPUTE, ['admin', 'service']),
+                               (signing.VOLUME, ['service']),
+                               (signing.CLIENT, ['service'])):
+            ctxt = self.received_from(service, 'host-1')
+            self.assertEqual(signing.Sender(service, 'host-1'), ctxt.sender)
+            self.assertIsNone(ctxt.auth_token)
+            self.assertEqual([], ctxt.service_catalog)
+            self.assertEqual(roles, ctxt.roles)
+            self.assertNotEqual('p', ctxt.project_id)
+            # Its request id still follows the request.
+            self.assertEqual('req-1', ctxt.request_id)
+
+    def test_a_controller_sends_the_users_request_as_it_is(self):
+        rpc.get_client('volmig-conductor', '1.0').call(self.sent, 'report')
+        ctxt = self.recorder.contexts[-1]
+        self.assertEqual(('secret-token', ['admin', 'member']),
+                         (ctxt.auth_token, ctxt.roles))
+        self.assertEqual('volumev3', ctxt.service_catalog[0]['type'])
+

@@ -15,6 +15,7 @@ import json
 import math
 import re
 import time
+import typing
 import uuid
 
 from oslo_serialization import jsonutils
@@ -138,6 +139,14 @@ def seal_reply(secret: bytes, key_id: int, replier: signing.Sender,
 
 def is_sealed(reply) -> bool:
     return isinstance(reply, dict) and signing.REPLY in reply
+
+
+def refuse_reply(sent: Sent, method: str, said: str) -> typing.NoReturn:
+    """Raises ``ReplyRefused`` for an unsealed failure: what it says is
+    shown, and taken as no answer."""
+    signing.refuse(method, signing.Sender(sent.service, sent.host or ''),
+                   'reply', 'the reply is not sealed by the server called '
+                   '(it said: %s)' % said, error=exception.ReplyRefused)
 
 
 def open_reply(keyring: keys_mod.Keyring, sent: Sent, method: str,
