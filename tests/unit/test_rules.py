@@ -322,3 +322,16 @@ class SwapAndMicroversionRulesTest(base.BaseTestCase):
         self.assertIn('2.61', str(exc))
         rules.check_multi_create_version(2, [shared], True)
         rules.check_multi_create_version(1, [shared], False)
+
+
+class PowerReportTest(base.BaseTestCase):
+
+    def test_an_agent_reports_states_volmig_knows(self):
+        rules.check_power_report(states.POWER_SHUTDOWN, states.VM_STOPPED)
+        rules.check_power_report(states.POWER_RUNNING)
+        for power, vm in ((states.POWER_RUNNING, states.VM_DELETED),
+                          ('exploded', states.VM_ACTIVE),
+                          (states.POWER_RUNNING, None)):
+            error = self.assertRaises(exception.InvalidInput,
+                                      rules.check_power_report, power, vm)
+            self.assertIn(repr(vm), str(error))

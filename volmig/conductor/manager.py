@@ -18,7 +18,9 @@ from volmig.conductor import moves
 from volmig.conductor import queue
 from volmig.conductor import recovery
 from volmig.conductor import rpcapi
+from volmig.conductor import rules
 from volmig.conductor import services
+from volmig.conductor import swaps
 from volmig.conf import CONF
 from volmig.db import api as db
 from volmig.db import services as service_db
@@ -52,8 +54,8 @@ class ConductorManager:
             lambda: min_service_version(volmig_context.get_admin_context(),
                                         compute_rpcapi.BINARY))
         self.moves = moves.MoveConductor(volume_api, compute_api, host)
-        self.instances = instances.InstanceConductor(volume_api, compute_api,
-                                                     self.moves)
+        self.instances = instances.InstanceConductor(volume_api, compute_api)
+        self.swaps = swaps.SwapConductor(self.instances, self.moves)
         self.migrations = migrations.MigrationConductor(
             volume_api, on_end=self._migration_ended)
         self.queue = queue.MigrationQueue(self.migrations, compute_api,
@@ -165,19 +167,19 @@ class ConductorManager:
 
     @rpc.endpoint
     def swap_volume(self, ctxt, instance_uuid, old_volume_id, new_volume_id):
-        return self.instances.swap_volume(ctxt, instance_uuid,
+        return self.swaps.swap_volume(ctxt, instance_uuid,
                                           old_volume_id, new_volume_id)
 
     @rpc.endpoint(senders=AGENTS, unsigned=True)
     def volume_swapped(self, ctxt, instance_uuid, old_bdm, new_bdm):
         self._own(ctxt, 'volume_swapped', instance_uuid=instance_uuid)
-        return self.instances.volume_swapped(ctxt, instance_uuid, old_bdm,
+        return self.swaps.volume_swapped(ctxt, instance_uuid, old_bdm,
                                              new_bdm)
 
     @rpc.endpoint(senders=AGENTS, unsigned=True)
     def swap_failed(self, ctxt, instance_uuid, new_bdm):
         self._own(ctxt, 'swap_failed', instance_uuid=instance_uuid)
-        return self.instances.swap_failed(ctxt, instance_uuid, new_bdm)
+        return self.swaps.swap_failed(ctxt, instance_uuid, new_bdm)
 
     @rpc.endpoint(senders=AGENTS, unsigned=True)
     def instance_update(self, ctxt, instance_uuid, values):
@@ -194,6 +196,7 @@ class ConductorManager:
     def instance_power_changed(self, ctxt, instance_uuid, power_state,
                                vm_state):
         self._own(ctxt, 'instance_power_changed', instance_uuid=instance_uuid)
+        rules.check_power_report(power_state, vm_state)
         return self.instances.power_changed(ctxt, instance_uuid,
                                             power_state, vm_state)
 
@@ -205,6 +208,7 @@ class ConductorManager:
     @rpc.endpoint(senders=AGENTS, unsigned=True)
     def instance_built(self, ctxt, instance_uuid, power_state):
         self._own(ctxt, 'instance_built', instance_uuid=instance_uuid)
+        rules.check_power_report(power_state)
         return self.instances.built(ctxt, instance_uuid, power_state)
 
     @rpc.endpoint(senders=AGENTS, unsigned=True)

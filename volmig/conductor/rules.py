@@ -19,6 +19,23 @@ def check_attach_mode(mode) -> None:
         raise exception.InvalidAttachMode(mode=mode)
 
 
+# What an agent may report of its guests' power.
+POWER_STATES = (states.POWER_NOSTATE, states.POWER_RUNNING,
+                states.POWER_SHUTDOWN)
+REPORTED_VM_STATES = (states.VM_ACTIVE, states.VM_STOPPED)
+
+
+def check_power_report(power_state, vm_state=states.VM_ACTIVE) -> None:
+    """An agent's report on its own guest names states volmig knows."""
+    if power_state not in POWER_STATES or vm_state not in \
+            REPORTED_VM_STATES:
+        raise exception.InvalidInput(
+            field='power report', reason='power_state must be one of %s and '
+            'vm_state one of %s, not %r and %r' % (
+                ', '.join(POWER_STATES), ', '.join(REPORTED_VM_STATES),
+                power_state, vm_state))
+
+
 def check_block_device(block_device: dict) -> None:
     """One entry of a build request's block device list."""
     if (block_device.get('destination_type') == 'local'
