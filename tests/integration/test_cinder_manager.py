@@ -7,12 +7,21 @@ volmig's broker. No volume move of volmig's compute API is involved.
 """
 
 import os
+import socket
 
+from oslo_config import cfg
+from oslo_context import context as oslo_context
 from testtools import content
 
+from tests import fixtures as volmig_fixtures
 from tests.integration import cinder_base
+from tests.integration import cluster
+from volmig import client
+from volmig import exception
+from volmig import signing
 from volmig import states
 from volmig.conductor import moves as conductor_moves
+from volmig.conf import CONF
 from volmig.db import moves
 
 
@@ -178,6 +187,42 @@ class CinderManagerTest(cinder_base.CinderTestCase):
         self.wait_for_acks(server, data['id'], written + 10)
         self.stop(server)
         self.assert_acked_on(old_file, self.acks(server, data['id']))
+
+    def test_another_cinder_hosts_key_reaches_no_volume_of_this_one(self):
+        """A block-storage client's key, exported for another
+        cinder-volume host, drives none of this host's volumes; this
+        host's own does."""
+        volume = self.cinder_volume('nfs-c')
+        server = self.boot([volume])
+        [bdm] = self.conductor.instance_get(self.admin,
+                                            server)['block_devices']
+        clients = {}
+        for host in ('cinder-2', socket.gethostname()):
+            path = os.path.join(self.state_path, 'cinder-%s.conf' % host)
+            cluster.write_config(path, {
+                ('DEFAULT', 'transport_url'): self.vhost.url,
+                ('signing', 'key_file'): volmig_fixtures.export_key(
+                    CONF.signing.key_file, signing.CLIENT, host,
+                    os.path.join(self.state_path, 'key-%s.json' % host))})
+            conf = cfg.ConfigOpts()
+            conf(['--config-file', path], project='cinder')
+            clients[host] = client.MigrationClient(conf=conf)
+            self.addCleanup(clients[host].close)
+        ctxt = oslo_context.RequestContext(roles=['service'])
+        error = self.assertRaises(exception.MessageRefused,
+                                  clients['cinder-2'].start, ctxt,
+                                  bdm['attachment_id'])
+        self.assertIn('volmig-client on cinder-2', str(error))
+        self.assertIn('reports on its own records only', str(error))
+        self.assertEqual([], self.client.list(self.ctxt,
+                                              volume_id=volume['id']))
+        # Its own host's key starts it; the guest goes back to its
+        # volume.
+        own = clients[socket.gethostname()]
+        migration = own.start(ctxt, bdm['attachment_id'])
+        own.cancel(ctxt, bdm['attachment_id'])
+        self.client.wait_for(self.ctxt, migration['id'], states.CANCELLED,
+                             timeout=120)
 
     def test_cinder_volume_killed_mid_copy_sends_the_guest_back(self):
         # nfs-d holds this much; nfs-c takes it in a copy long enough to

@@ -9,6 +9,7 @@ deployment). The database is SQLite, or PostgreSQL through its socket.
 """
 
 import os
+import socket
 import subprocess
 
 import requests
@@ -72,14 +73,17 @@ class MultiHostTest(test_qemu_data_path.QemuTestCase):
         return prefixes
 
     def process_options(self):
-        """Each kind of service on its own RabbitMQ user."""
+        """Each controller service, and each host, on its own RabbitMQ
+        user."""
         passwords = os.path.join(self.state_path, 'rabbitmq')
         broker = '%s:%d' % (self.net.addresses[CONTROLLER], self.rabbit.port)
         setup = subprocess.run(
             self.net.prefix(CONTROLLER) + [
                 'env', 'RABBITMQ_NODENAME=' + self.rabbit.node,
                 os.path.join(ROOT, 'tools', 'rabbitmq-setup.sh'), '--vhost',
-                'volmig', '--host', broker, '--password-dir', passwords],
+                'volmig', '--host', broker, '--password-dir', passwords,
+                '--compute', 'compute-1', '--compute', 'compute-2',
+                '--volume', socket.gethostname()],
             capture_output=True, text=True, timeout=300)
         self.assertEqual(0, setup.returncode, setup.stderr)
         urls = dict(line.split(': ', 1)
@@ -87,9 +91,10 @@ class MultiHostTest(test_qemu_data_path.QemuTestCase):
         options = super().process_options()
         for name, user in (('conductor', 'volmig-conductor'),
                            ('api', 'volmig-api'),
-                           ('volume', 'volmig-volume'),
-                           ('compute-1', 'volmig-compute'),
-                           ('compute-2', 'volmig-compute')):
+                           ('volume',
+                            'volmig-volume.%s' % socket.gethostname()),
+                           ('compute-1', 'volmig-compute.compute-1'),
+                           ('compute-2', 'volmig-compute.compute-2')):
             options.setdefault(name, {})[('DEFAULT', 'transport_url')] = \
                 urls[user]
         return options

@@ -18,6 +18,7 @@ from tests.integration import cluster
 from volmig import context as volmig_context
 from volmig import rpc
 from volmig import service
+from volmig import signing
 from volmig.db import services as service_db
 
 WATCHDOG_USEC = 400000
@@ -42,6 +43,10 @@ class SystemdNotifyTest(base.ProcessTestCase):
         sock, path = self._socket()
         config = dict(options or {})
         config[('DEFAULT', 'host')] = host
+        if binary in signing.HOSTS:
+            # A host's own key, as deployed.
+            config[('signing', 'key_file')] = self.cluster.export_key(
+                binary, host)
         process = self.cluster.spawn(
             binary, host, cluster.write_config(
                 os.path.join(self.state_path, host + '.conf'), config),

@@ -35,6 +35,17 @@ def _cinder_host(volume: dict) -> str:
     return (volume.get('host') or '').partition('@')[0]
 
 
+def _volume_id(ctxt, src_attachment_id: str) -> str:
+    """The volume of a migration's source attachment: its migration's, if
+    it has one (a complete asked again after the switch, whose mapping
+    names dst already), else its mapping's."""
+    migration = db.migration_get_latest_by_src_attachment(
+        ctxt, src_attachment_id)
+    if migration is not None:
+        return migration['volume_id']
+    return db.bdm_get_by_attachment(ctxt, src_attachment_id)['volume_id']
+
+
 class Senders:
 
     def __init__(self):
@@ -62,15 +73,13 @@ class Senders:
             return
         own = volmig_context.get_admin_context()
         volume = self.volume_api.get_volume(
-            own, db.bdm_get_by_attachment(own, src_attachment_id)[
-                'volume_id'])
+            own, _volume_id(own, src_attachment_id))
         signing.check_host(ctxt, _cinder_host(volume), method,
                            service=signing.CLIENT)
         if dst_attachment_id is not None:
-            dst = self.volume_api.get_volume(own, self.volume_api.
-                                             attachment_get(
-                                                 own, dst_attachment_id)[
-                                                 'volume_id'])
+            attachment = self.volume_api.attachment_get(own,
+                                                        dst_attachment_id)
+            dst = self.volume_api.get_volume(own, attachment['volume_id'])
             if dst.get('migration_status') != 'target:%s' % volume['id']:
                 signing.refuse(method, sender, 'host',
                                'volume %s is not the one Cinder made to '
