@@ -30,6 +30,8 @@ VERSION = 2
 KEY_BYTES = 32
 # How often a key file is looked at for a change, in seconds.
 _RELOAD_CHECK = 1.0
+# Derived secrets a controller keeps: every host's, under a few keys.
+_DERIVED_MOST = 65536
 
 Key = collections.namedtuple('Key', 'id secret signs_from expires')
 # A host key's holder: its kind, its name, and its generation.
@@ -147,6 +149,9 @@ class Keyring:
         self.path = path
         self._host = host
         self.registry = registry
+        # Derived secrets, by key, host and generation: a controller
+        # derives each host's once, not for every message.
+        self._derived: dict = {}
         self._lock = threading.Lock()
         self._stat: tuple | None = None
         self._checked = 0.0
@@ -237,7 +242,14 @@ class Keyring:
             return None
         if self.holder is not None:
             return key.secret
-        return derive(key.secret, service, host, generation)
+        cached = (key.id, key.secret, service, host, generation)
+        secret = self._derived.get(cached)
+        if secret is None:
+            if len(self._derived) > _DERIVED_MOST:
+                self._derived.clear()
+            secret = self._derived[cached] = derive(key.secret, service,
+                                                    host, generation)
+        return secret
 
     def hosts(self, service: str) -> list[str]:
         """The hosts of ``service`` that hold a key, as far as this

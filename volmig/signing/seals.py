@@ -38,9 +38,18 @@ Sent = collections.namedtuple('Sent', 'topic server service host nonce')
 
 
 def _canonical(value) -> bytes:
-    # What the receiver rebuilds from JSON: tuples are lists, keys strings.
-    plain = json.loads(jsonutils.dumps(value))
-    return json.dumps(plain, sort_keys=True, separators=(',', ':')).encode()
+    """The bytes both ends agree on: JSON, keys sorted. What the sender
+    seals is what the receiver rebuilds from the wire (tuples are lists,
+    keys strings); a value of another type (the serializer made the rest
+    primitive already) goes through oslo's own conversion first, as the
+    driver's does."""
+    try:
+        return json.dumps(value, sort_keys=True,
+                          separators=(',', ':')).encode()
+    except TypeError:
+        plain = json.loads(jsonutils.dumps(value))
+        return json.dumps(plain, sort_keys=True,
+                          separators=(',', ':')).encode()
 
 
 def _mac(secret: bytes, parts: list) -> str:
