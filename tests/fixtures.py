@@ -33,8 +33,12 @@ class ConfFixture(fixtures.Fixture):
         CONF([], project='volmig', default_config_files=[])
         opts.set_defaults(CONF)
         self.state_path = self.useFixture(fixtures.TempDir()).path
+        # A host is down by the age of its record, which the tests that
+        # want one down set an hour back: a heartbeat late on a loaded
+        # machine (CI ran three suites of four workers on two cores) must
+        # not take an agent down under a test that never asked for it.
         self.conf(state_path=self.state_path, transport_url='fake://',
-                  host='test-host', report_interval=1, service_down_time=5,
+                  host='test-host', report_interval=1, service_down_time=60,
                   rpc_response_timeout=20)
         self.conf(driver='fake', job_poll_interval=0.05, group='compute')
         # Every process of a test is a controller unless it says otherwise

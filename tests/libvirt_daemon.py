@@ -1,6 +1,7 @@
 """libvirtd for the tests: the host's own daemon, started by hand where
 no init system runs it (a container, CI)."""
 
+import fcntl
 import os
 import shutil
 import signal
@@ -11,6 +12,10 @@ import fixtures
 
 URI = 'qemu:///system'
 PID_FILE = '/run/libvirtd.pid'
+# Held shared by every test on libvirtd, exclusive by one that kills it:
+# the kill would otherwise reach the other workers' tests on the same
+# daemon (CI saw a migration refused there: "Connection refused").
+LOCK_FILE = '/run/volmig-tests-libvirtd.lock'
 
 
 def unavailable() -> str | None:
@@ -63,7 +68,16 @@ def kill() -> None:
 
 
 class Libvirtd(fixtures.Fixture):
-    """virtlogd and libvirtd running, as systemd would have them."""
+    """virtlogd and libvirtd running, as systemd would have them, and
+    this test alone on them if it ``kills`` libvirtd."""
+
+    def __init__(self, kills: bool = False):
+        super().__init__()
+        self.kills = kills
 
     def _setUp(self):
+        lock = open(LOCK_FILE, 'a')
+        self.addCleanup(lock.close)
+        fcntl.flock(lock, fcntl.LOCK_EX if self.kills else fcntl.LOCK_SH)
+        self.addCleanup(fcntl.flock, lock, fcntl.LOCK_UN)
         start()

@@ -195,6 +195,7 @@ class QemuRestartsTest(Restarts, real_guest_base.RealGuestTestCase):
 
 class LibvirtRestartsTest(Restarts, test_libvirt.LibvirtGuestTestCase):
     COMPLETE_STEPS = ('switch', 'pivot', 'commit')
+    KILLS_LIBVIRTD = True
 
     def daemon_steps(self) -> tuple[str, ...]:
         return self.COMPLETE_STEPS

@@ -32,11 +32,14 @@ class LibvirtHost:
     is not running); it skips, saying why, where libvirt is not
     installed."""
 
+    # A test that SIGKILLs libvirtd runs alone on it.
+    KILLS_LIBVIRTD = False
+
     def setUp(self):
         reason = libvirt_daemon.unavailable()
         if reason:
             self.skipTest(reason)
-        self.useFixture(libvirt_daemon.Libvirtd())
+        self.useFixture(libvirt_daemon.Libvirtd(kills=self.KILLS_LIBVIRTD))
         super().setUp()
         # Each guest's QEMU runs as a user of its own, which libvirt gives
         # the guest's files but not the directories they are in: those

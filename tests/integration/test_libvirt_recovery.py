@@ -37,6 +37,7 @@ COMPLETE_STEPS = ('switch', 'pivot', 'commit', 'job_complete',
 
 
 class LibvirtRecoveryTest(test_libvirt.LibvirtGuestTestCase):
+    KILLS_LIBVIRTD = True
     attachment_id = test_real_guests.LiveDataPath.attachment_id
 
     def options(self):
