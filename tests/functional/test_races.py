@@ -202,6 +202,29 @@ class MigrationRaceTest(base.ServicesTestCase):
             outcomes.add(start is won[0])
         self.assertEqual({True, False}, outcomes)
 
+    def test_racing_attaches_of_a_single_attach_volume_one_wins(self):
+        """Six servers, two attaches each, at once: one attach wins, the
+        others are refused in a 4xx, and every record agrees."""
+        servers = [self.create_server()[0] for _ in range(6)]
+        volume = self.volumes.create_volume(self.admin, 16)
+        results = race(*[functools.partial(
+            self.conductor.attach_volume, self.user, server['uuid'],
+            volume['id'], 'rw') for server in servers for _ in range(2)])
+
+        won = [r for r in results if isinstance(r, dict)]
+        self.assertEqual(1, len(won), results)
+        for result in results:
+            if isinstance(result, Exception):
+                self.assertIsInstance(result, exception.VolmigException)
+                self.assertLess(result.code, 500, result.message)
+                self.assertNotIn('Traceback', result.message)
+        winner = next(server['uuid'] for server in servers
+                      if server['uuid'] == won[0]['instance_uuid'])
+        self.assert_one_view(volume['id'], {winner})
+        for server in servers:
+            self.assertIsNone(self.conductor.instance_get(
+                self.admin, server['uuid'])['task_state'])
+
     @staticmethod
     def after(delay, call, *args):
         time.sleep(delay)

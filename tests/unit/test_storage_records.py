@@ -16,6 +16,7 @@ from volmig import signing
 from volmig.block_storage import base
 from volmig.block_storage import file
 from volmig.conf import CONF
+from volmig.db import drains
 from volmig.db import host_keys
 from volmig.volume_service import manager
 
@@ -44,6 +45,38 @@ class StorageRecordsTest(test_db.DatabaseTestCase):
         current = self.volumes.get_volume(self.ctxt, volume['id'])
         self.assertEqual(won[0]['migration_pool'],
                          current['migration_pool'])
+
+    def test_one_of_racing_attaches_of_a_single_attach_volume_wins(self):
+        volume = self.volumes.create_volume(self.ctxt, 8, pool='a')
+        shared = self.volumes.create_volume(self.ctxt, 8, pool='a',
+                                            multiattach=True)
+
+        def attach(volume_id, instance):
+            return lambda: self.volumes.attachment_create(
+                self.ctxt, volume_id, instance)
+        # Six servers, two requests each, as a REST burst would send.
+        servers = ['server-%d' % (n // 2) for n in range(12)]
+        results = test_races.race(*[attach(volume['id'], server)
+                                    for server in servers])
+
+        won = [r for r in results if isinstance(r, dict)]
+        self.assertEqual(1, len({r['instance_uuid'] for r in won}))
+        lost = [r for r in results if isinstance(r, Exception)]
+        self.assertEqual(12 - len(won), len(lost))
+        for refused in lost:
+            self.assertIsInstance(refused, exception.MultiattachNotSupported)
+            self.assertEqual(400, refused.code)
+            self.assertIn('is not multiattach and is already attached to '
+                          'server %s' % won[0]['instance_uuid'], str(refused))
+        self.assertEqual(
+            sorted(r['id'] for r in won),
+            sorted(a['id'] for a in self.volumes.get_volume(
+                self.ctxt, volume['id'])['attachments']))
+        # A multiattach volume takes them all.
+        results = test_races.race(*[attach(shared['id'], server)
+                                    for server in servers])
+        self.assertEqual([], [r for r in results
+                              if isinstance(r, Exception)])
 
     def test_adopt_moves_data_and_attachments_to_the_volume(self):
         volume = self.volumes.create_volume(self.ctxt, 8, pool='a')
@@ -95,14 +128,13 @@ class StorageRecordsTest(test_db.DatabaseTestCase):
     def test_a_pools_drains_come_newest_first_a_page_at_a_time(self):
         began = datetime.datetime(2026, 1, 1)
         for n, pool in enumerate(['a', 'a', 'b', 'a']):
-            self.volumes.drain_create(
+            drains.create(
                 id='drain-%d' % n, pool=pool, target_pool='c',
                 status='completed', max_parallel=1, volumes=[],
                 created_at=began + datetime.timedelta(minutes=n))
 
         def page(limit, marker=None):
-            return [d['id'] for d in self.volumes.drains('a', limit,
-                                                        marker)]
+            return [d['id'] for d in drains.get_all('a', limit, marker)]
         self.assertEqual(['drain-3', 'drain-1'], page(2))
         self.assertEqual(['drain-0'], page(2, 'drain-1'))
         self.assertEqual([], page(2, 'drain-0'))

@@ -29,6 +29,7 @@ from oslo_utils import uuidutils
 from volmig import context as volmig_context
 from volmig import exception
 from volmig.block_storage import base
+from volmig.db import drains
 from volmig.volume_service import move
 
 LOG = logging.getLogger(__name__)
@@ -162,7 +163,7 @@ class Drainer:
                 field='max_parallel',
                 reason='expected a positive integer, not %r'
                 % (max_parallel,))
-        running = self.volumes.drain_latest(pool)
+        running = drains.latest(pool)
         if running and running['status'] == RUNNING and not dry_run:
             raise exception.DrainRunning(pool=pool, drain_id=running['id'],
                                          target=running['target_pool'])
@@ -173,7 +174,7 @@ class Drainer:
                     'max_parallel': max_parallel,
                     'max_bandwidth_mbps': max_bandwidth_mbps,
                     'volumes': entries}
-        drain = self.volumes.drain_create(
+        drain = drains.create(
             id=uuidutils.generate_uuid(), pool=pool, target_pool=target,
             status=RUNNING, max_parallel=max_parallel,
             max_bandwidth_mbps=max_bandwidth_mbps, volumes=entries)
@@ -185,7 +186,7 @@ class Drainer:
 
     def show(self, ctxt, pool: str, drain: dict | None = None) -> dict:
         """The pool's latest drain, with its progress."""
-        drain = drain or self.volumes.drain_latest(pool)
+        drain = drain or drains.latest(pool)
         if drain is None:
             raise exception.DrainNotFound(pool=pool)
         volumes = self.volumes.volumes_by_id(
@@ -199,19 +200,19 @@ class Drainer:
         drain's entries are final; a running one's are brought up to
         date as ``show`` does."""
         self.mover.pool_path(pool)
-        drains = [self.show(ctxt, pool, drain) if drain['status'] == RUNNING
-                  else dict(drain, dry_run=False,
-                            progress=progress(drain, {}))
-                  for drain in self.volumes.drains(pool, limit, marker)]
+        shown = [self.show(ctxt, pool, drain) if drain['status'] == RUNNING
+                 else dict(drain, dry_run=False,
+                           progress=progress(drain, {}))
+                 for drain in drains.get_all(pool, limit, marker)]
         return [{key: value for key, value in drain.items()
-                 if key != 'volumes'} for drain in drains]
+                 if key != 'volumes'} for drain in shown]
 
     def cancel(self, ctxt, pool: str) -> dict:
         """Begin no more volumes; those under way finish."""
-        drain = self.volumes.drain_latest(pool)
+        drain = drains.latest(pool)
         if drain is None or drain['status'] != RUNNING:
             raise exception.NoDrainRunning(pool=pool)
-        drain = self.volumes.drain_update(
+        drain = drains.update(
             drain['id'], expected_status=RUNNING, status=CANCELLED,
             finished_at=timeutils.utcnow())
         LOG.warning('Drain of pool %s cancelled', pool)
@@ -223,7 +224,7 @@ class Drainer:
             self._run_once()
 
     def _run_once(self) -> None:
-        for drain in self.volumes.drains_running():
+        for drain in drains.running():
             try:
                 self._pass(drain)
             except Exception:
@@ -257,7 +258,7 @@ class Drainer:
             LOG.info('Drain of pool %s into %s completed', drain['pool'],
                      target)
         try:
-            self.volumes.drain_update(drain['id'], expected_status=RUNNING,
+            drains.update(drain['id'], expected_status=RUNNING,
                                       **values)
         except exception.NoDrainRunning:
             LOG.info('Drain %s was cancelled during its pass', drain['id'])

@@ -217,6 +217,19 @@ class VolumeRecords(base.VolumeAdapter):
                     reason='volume %s is moving to pool %s: attach it once '
                     'the move has ended' % (volume_id,
                                             volume.migration_pool))
+            if not volume.multiattach:
+                # Decided here, under the volume's lock, as Cinder's
+                # reservation is: two attaches that each checked before
+                # either recorded cannot both win. The same server may
+                # hold a second attachment (a migration's, a swap's).
+                other = session.scalars(sa.select(
+                    models.VolumeAttachment.instance_uuid).where(
+                        models.VolumeAttachment.volume_id == volume_id,
+                        models.VolumeAttachment.instance_uuid
+                        != instance_uuid).limit(1)).first()
+                if other is not None:
+                    raise exception.MultiattachNotSupported(
+                        volume_id=volume_id, instance_uuid=other)
             attachment = models.VolumeAttachment(
                 id=uuidutils.generate_uuid(), volume_id=volume_id,
                 instance_uuid=instance_uuid, attach_mode=mode,
@@ -337,53 +350,3 @@ class VolumeRecords(base.VolumeAdapter):
                     migration_status=status).order_by(
                         models.Volume.migration_queued_at,
                         models.Volume.id))]
-
-    # Pool drains (volmig.volume_service.drain).
-
-    @db_api.retried
-    def drain_create(self, **values) -> dict:
-        with _transaction() as session:
-            drain = models.PoolDrain(**values)
-            session.add(drain)
-            session.flush()
-            return drain.to_dict()
-
-    @db_api.retried
-    def drain_latest(self, pool: str) -> dict | None:
-        with _transaction() as session:
-            drain = session.scalars(sa.select(models.PoolDrain).filter_by(
-                pool=pool).order_by(models.PoolDrain.created_at.desc(),
-                                    models.PoolDrain.id).limit(1)).first()
-            return drain.to_dict() if drain else None
-
-    @db_api.retried
-    def drains(self, pool: str, limit: int | None = None,
-               marker: str | None = None) -> list[dict]:
-        """The pool's drains, newest first; a page after ``marker``."""
-        with _transaction() as session:
-            return [drain.to_dict() for drain in session.scalars(
-                db_api.page(session, sa.select(models.PoolDrain).filter_by(
-                    pool=pool), models.PoolDrain, limit, marker, 'id',
-                    ['created_at', 'id'], sort_dir='desc'))]
-
-    @db_api.retried
-    def drains_running(self) -> list[dict]:
-        with _transaction() as session:
-            return [drain.to_dict() for drain in session.scalars(
-                sa.select(models.PoolDrain).filter_by(
-                    status='running').order_by(models.PoolDrain.created_at))]
-
-    @db_api.retried
-    def drain_update(self, drain_id: str, expected_status: str,
-                     **values) -> dict:
-        """Update a drain, only while it is in ``expected_status``."""
-        with _transaction() as session:
-            stmt = sa.update(models.PoolDrain).where(
-                models.PoolDrain.id == drain_id,
-                models.PoolDrain.status == expected_status).values(
-                    updated_at=timeutils.utcnow(), **values)
-            if session.execute(stmt).rowcount == 0:
-                drain = session.get(models.PoolDrain, drain_id)
-                raise exception.NoDrainRunning(
-                    pool=drain.pool if drain else drain_id)
-            return session.get(models.PoolDrain, drain_id).to_dict()
