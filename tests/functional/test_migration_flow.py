@@ -1,8 +1,11 @@
 """start, cancel and complete through the real services on fake://."""
 
+import fixtures
+
 from tests.functional import base
 from volmig import exception
 from volmig import states
+from volmig.db import api as db
 
 
 class MigrationFlowTest(base.ServicesTestCase):
@@ -85,6 +88,57 @@ class MigrationFlowTest(base.ServicesTestCase):
                           bdm['attachment_id'], dst['id'])
         self.assertEqual(states.CANCELLED, self.client.get(
             self.ctxt, migration['id'])['status'])
+
+    def test_a_cancel_recorded_but_never_sent_goes_out_when_asked_again(self):
+        server, bdm = self.create_server()
+        migration = self.client.start(self.ctxt, bdm['attachment_id'])
+        # As a conductor that recorded the cancel, then died before
+        # volmig-api cast it: the agent never heard of it.
+        db.migration_update(self.admin, migration['id'],
+                            {'status': states.CANCELLING},
+                            expected_status=states.STARTED)
+        self.assertTrue(self.fake_disk(server, bdm).on_overlay)
+        # Far past this test's wait: only the repeat may end it.
+        self.conf_fixture.conf(migration_stall_timeout=3600,
+                               group='conductor')
+
+        again = self.client.cancel(self.ctxt, bdm['attachment_id'])
+        self.assertEqual((migration['id'], states.CANCELLING),
+                         (again['id'], again['status']))
+        self.client.wait_for(self.ctxt, migration['id'], states.CANCELLED,
+                             timeout=60)
+        self.assertFalse(self.fake_disk(server, bdm).on_overlay)
+        server = self.conductor.instance_get(self.admin, server['uuid'])
+        self.assertEqual(bdm['attachment_id'],
+                         server['block_devices'][0]['attachment_id'])
+        # Once cancelled, a cancel asked again changes nothing.
+        self.assertEqual(states.CANCELLED, self.client.cancel(
+            self.ctxt, bdm['attachment_id'])['status'])
+
+    def test_a_cancel_asked_again_while_its_merge_runs_merges_once(self):
+        # Long enough for the repeats to reach the agent while it merges.
+        self.conf_fixture.conf(job_seconds=3, group='fake_driver')
+        server, bdm = self.create_server()
+        migration = self.client.start(self.ctxt, bdm['attachment_id'])
+        agent = self.services[server['host']].manager
+        merges = self.useFixture(fixtures.MockPatchObject(
+            agent.driver, 'migration_cancel',
+            wraps=agent.driver.migration_cancel)).mock
+        self.client.cancel(self.ctxt, bdm['attachment_id'])
+        self.wait_until(lambda: agent.jobs.running(migration['id']),
+                        what='the merge to run')
+        # Asked again of volmig-api (a reconciliation), and cast again
+        # to the agent, as a repeat reaches it.
+        self.client.cancel(self.ctxt, bdm['attachment_id'])
+        healer = self.services['conductor-host'].manager.healer
+        work = healer.work(self.admin, db.migration_get(self.admin,
+                                                        migration['id']))
+        healer.compute_api.migration_cancel(self.admin, server['host'],
+                                            work['migration'], work['bdm'])
+        self.client.wait_for(self.ctxt, migration['id'], states.CANCELLED,
+                             timeout=60)
+        self.assertEqual(1, merges.call_count)
+        self.assertFalse(self.fake_disk(server, bdm).on_overlay)
 
     def test_repeated_calls_return_the_same_migration(self):
         server, bdm = self.create_server()

@@ -162,6 +162,22 @@ class ProcessTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
     def check_alive(self):
         self.cluster.check_processes()
 
+    def crash_agent_at(self, *how: str, host: str = 'compute-1') -> None:
+        """Replace ``host``'s agent by one that dies, or kills QEMU,
+        libvirtd or another process, as its journal records a step:
+        ``tests.integration.crash_at``'s arguments."""
+        self.cluster.restart(host, command=[
+            sys.executable, '-m', 'tests.integration.crash_at',
+            *how]).wait_ready()
+
+    def pid_file(self, name: str) -> str:
+        """A file that names process ``name``'s pid, for
+        ``crash_at --process``."""
+        path = os.path.join(self.state_path, '%s.pid' % name)
+        with open(path, 'w') as pid_file:
+            pid_file.write(str(self.processes[name].process.pid))
+        return path
+
 
 class DeployedOnceTestCase(ProcessTestCase):
     """Keystone, Cinder and the like, set up once for a class by

@@ -46,6 +46,8 @@ class RealGuestTestCase(base.ProcessTestCase):
                 ('conductor', 'migration_stall_timeout'): 30}
 
     def setUp(self):
+        # {server id: its directory on its host}: see guest_dir.
+        self._guest_dirs: dict[str, str] = {}
         super().setUp()
         real_guest.register(os.path.join(self.state_path, 'images'))
         self.addCleanup(self.kill_guests)
@@ -200,10 +202,14 @@ class RealGuestTestCase(base.ProcessTestCase):
     # The guest.
 
     def guest_dir(self, server_id):
-        # Asked of the conductor: the API shows a server's host to admins
-        # only, and the caller may be its tenant.
-        host = self.conductor.instance_get(self.admin, server_id)['host']
-        return os.path.join(self.state_path, host, 'guests', server_id)
+        # Asked of the conductor (the API shows a server's host to admins
+        # only, and the caller may be its tenant), once: a server stays on
+        # its host, and some tests hold the conductor down.
+        if server_id not in self._guest_dirs:
+            host = self.conductor.instance_get(self.admin, server_id)['host']
+            self._guest_dirs[server_id] = os.path.join(
+                self.state_path, host, 'guests', server_id)
+        return self._guest_dirs[server_id]
 
     @staticmethod
     def open_by(pid: int):

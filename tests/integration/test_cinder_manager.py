@@ -24,6 +24,10 @@ from volmig.conductor import moves as conductor_moves
 from volmig.conf import CONF
 from volmig.db import moves
 
+# Seconds volmig-api waits for the conductor, where a test holds it down:
+# cinder-volume's calls then get no answer (ServiceTimeout) meanwhile.
+API_WAIT = 6
+
 
 class CinderManagerTest(cinder_base.CinderTestCase):
 
@@ -114,6 +118,32 @@ class CinderManagerTest(cinder_base.CinderTestCase):
         self.assert_no_volume_move()
         self.assert_no_quota_held()
         self.assert_moved_exactly(server, data['id'], target)
+
+    def test_conductor_down_as_the_guest_switches_ends_in_success(self):
+        """The conductor dies as the agent switches the guest onto the
+        new volume, and stays down past volmig-api's wait for it:
+        cinder-volume's calls meanwhile get no answer, which is no
+        failure. Once the conductor is back, the migration completes,
+        and Cinder's with it."""
+        data = self.cinder_volume('nfs-c')
+        server = self.boot([data])
+        self.wait_for_acks(server, data['id'], 10)
+        self.cluster.restart('api', options={
+            ('DEFAULT', 'rpc_response_timeout'): API_WAIT}).wait_ready()
+        self.crash_agent_at('--process=' + self.pid_file('conductor'),
+                            'complete:switch')
+        self.retype(data['id'], 'nfs-d')
+        self.cluster.wait_for_death('conductor', timeout=300)
+        written = len(self.acks(server, data['id']))
+        self.wait_for_acks(server, data['id'], written + 10)
+        self.wait_logged('migration_get: no answer')
+        self.cluster.restart('conductor')
+        self.assert_moved_exactly(server, data['id'], 'nfs-d')
+        [migration] = self.client.list(self.ctxt, volume_id=data['id'])
+        self.assertEqual(states.COMPLETED, self.client.wait_for(
+            self.ctxt, migration['id'], states.COMPLETED)['status'])
+        self.assert_no_volume_move()
+        self.assert_no_quota_held()
 
     def test_retype_switches_read_only_shares_together(self):
         content = os.urandom(4 * 1024 * 1024)

@@ -24,7 +24,6 @@ import itertools
 import os
 import random
 import signal
-import sys
 import time
 
 from testtools import content
@@ -61,27 +60,9 @@ class Restarts:
 
     def setUp(self):
         super().setUp()
-        self._dirs: dict[str, str] = {}
         self.settled: list[str] = []
         self.addDetail('time-to-terminal', content.Content(
             content.UTF8_TEXT, lambda: ['\n'.join(self.settled).encode()]))
-
-    def guest_dir(self, server_id):
-        # Asked of the conductor once: it is away at times here.
-        if server_id not in self._dirs:
-            self._dirs[server_id] = super().guest_dir(server_id)
-        return self._dirs[server_id]
-
-    def crash_agent_at(self, *how: str) -> None:
-        self.cluster.restart('compute-1', command=[
-            sys.executable, '-m', 'tests.integration.crash_at',
-            *how]).wait_ready()
-
-    def conductor_pid_file(self) -> str:
-        path = os.path.join(self.state_path, 'conductor.pid')
-        with open(path, 'w') as pid_file:
-            pid_file.write(str(self.processes['conductor'].process.pid))
-        return path
 
     def conductor_back_after(self, hold: float) -> float:
         """The conductor died: it stays down ``hold`` s, then starts
@@ -129,7 +110,7 @@ class Restarts:
 
         for step in self.COMPLETE_STEPS:
             pool = next(pools)
-            self.crash_agent_at('--process=' + self.conductor_pid_file(),
+            self.crash_agent_at('--process=' + self.pid_file('conductor'),
                                 'complete:' + step)
             self.migrate_to(vol, pool)
             died = self.conductor_back_after(HOLD)

@@ -23,7 +23,6 @@ steps are what differs.
 import glob
 import itertools
 import os
-import sys
 
 from tests import libvirt_daemon
 from tests.integration import test_libvirt
@@ -54,13 +53,6 @@ class LibvirtRecoveryTest(test_libvirt.LibvirtGuestTestCase):
         # Power changes reach the agent by libvirt's events alone.
         options[('compute', 'sync_power_state_interval')] = 3600
         return options
-
-    def crash_agent_at(self, *how: str) -> None:
-        """Replace the agent by one that dies (or kills libvirtd) at a
-        step: ``crash_at``'s arguments."""
-        self.cluster.restart('compute-1', command=[
-            sys.executable, '-m', 'tests.integration.crash_at',
-            *how]).wait_ready()
 
     def more_acks(self, server, volume_id, count=10) -> None:
         self.wait_for_acks(server, volume_id,

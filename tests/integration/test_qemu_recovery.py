@@ -11,7 +11,6 @@ or task state is left behind.
 
 import os
 import signal
-import sys
 
 import oslo_messaging as messaging
 import testscenarios
@@ -34,12 +33,6 @@ class RecoveryTestCase(data_path.QemuTestCase):
         # A start whose agent dies must fail in a test's time.
         options[('DEFAULT', 'rpc_response_timeout')] = 15
         return options
-
-    def crash_agent_at(self, step: str) -> None:
-        """Replace the agent by one that dies at ``step``."""
-        self.cluster.restart('compute-1', command=[
-            sys.executable, '-m', 'tests.integration.crash_at',
-            step]).wait_ready()
 
     def agent_died_and_restarted(self, writer, number: int) -> int:
         """Write while the agent is dead, bring it back, write again."""
@@ -195,9 +188,7 @@ class QemuDeathTest(RecoveryTestCase):
     ]
 
     def test_qemu_killed_mid_migration(self):
-        self.cluster.restart('compute-1', command=[
-            sys.executable, '-m', 'tests.integration.crash_at',
-            '--qemu', self.fault]).wait_ready()
+        self.crash_agent_at('--qemu', self.fault)
         server, bdm, vol, writer, _, migration = (
             self.started_under_writes())
         writer.flush()

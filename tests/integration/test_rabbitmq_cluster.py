@@ -15,7 +15,6 @@ tests; each has a vhost of its own.
 """
 
 import os
-import sys
 import time
 
 from testtools import content
@@ -60,9 +59,7 @@ class RabbitClusterTest(real_guest_base.RealGuestTestCase,
     def kill_leader_at(self, step: str):
         """The agent, started again, kills the node that leads its queue
         as its journal records ``step``; returns that node."""
-        self.cluster.restart('compute-1', command=[
-            sys.executable, '-m', 'tests.integration.crash_at',
-            '--process=' + self.victim, step]).wait_ready()
+        self.crash_agent_at('--process=' + self.victim, step)
         leader = self.brokers.leader(self.vhost.name, QUEUE)
         with open(leader.pid_file) as pid, open(self.victim, 'w') as victim:
             victim.write(pid.read())

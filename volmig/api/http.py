@@ -39,6 +39,7 @@ class HTTPService(service.Service):
     def start(self) -> None:
         server = cheroot_wsgi.Server(self.bind, app.build(),
                                      numthreads=CONF.api.workers,
+                                     request_queue_size=CONF.api.backlog,
                                      server_name='volmig-api')
         # Bound, or refused (a port taken), before anything is served.
         server.prepare()

@@ -98,12 +98,26 @@ class MigrationRunner:
     def cancel(self, ctxt, migration, bdm):
         LOG.info('Cancelling volume migration %s', migration['id'],
                  instance_uuid=migration['instance_uuid'])
+        if self._running_here(migration):
+            return
         if not self._still(ctxt, migration):
             return
         self.notifier.notify(ctxt, CANCEL, 'start',
                              notifications.migration_data(migration))
         self._merge_back(ctxt, migration, bdm, CANCEL,
                          self._finisher(ctxt, migration, states.CANCELLED))
+
+    def _running_here(self, migration) -> bool:
+        """Whether a job of the migration runs here: a cancel or complete
+        asked again (a repeat, a reconciliation) while the first one's
+        job runs, or a complete while its refused switch merges the guest
+        back, is ended by that job. Checked before asking the conductor,
+        which it spares a call."""
+        if not self.jobs.running(migration['id']):
+            return False
+        LOG.info('Volume migration %s: a job of it runs here already',
+                 migration['id'])
+        return True
 
     def _still(self, ctxt, migration) -> bool:
         """Whether a cast is still current: one that waited in the queue
@@ -145,12 +159,7 @@ class MigrationRunner:
     def complete(self, ctxt, migration, bdm, dst_connection_info):
         LOG.info('Completing volume migration %s', migration['id'],
                  instance_uuid=migration['instance_uuid'])
-        if self.jobs.running(migration['id']):
-            # A complete asked again while the first one's refused switch
-            # merges the guest back into src: that job ends it. Checked
-            # before asking the conductor, which it spares a call.
-            LOG.info('Volume migration %s: a job of it runs here already',
-                     migration['id'])
+        if self._running_here(migration):
             return
         if not self._still(ctxt, migration):
             return
