@@ -51,7 +51,7 @@ from volmig.compute.drivers import guests
 from volmig.conf import storage
 from volmig.db import api as db_api
 from volmig.db import schema
-from volmig.volume_service import copy as copy_mod
+from volmig.datapath import copy as copy_mod
 
 # volmig's copy chunk ([storage] copy_chunk_kb's default).
 CHUNK = 4096 * 1024

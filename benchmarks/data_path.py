@@ -57,7 +57,7 @@ from volmig import guest_writes  # noqa: E402
 from volmig import states  # noqa: E402
 from volmig.conductor import rpcapi as conductor_rpcapi  # noqa: E402
 from volmig.conf import CONF  # noqa: E402
-from volmig.volume_service import copy as verified_copy  # noqa: E402
+from volmig.datapath import copy as verified_copy  # noqa: E402
 
 MIB = 1024 * 1024
 

@@ -57,7 +57,7 @@ from volmig import states  # noqa: E402
 from volmig.compute.drivers import guests  # noqa: E402
 from volmig.conductor import rpcapi as conductor_rpcapi  # noqa: E402
 from volmig.conf import CONF  # noqa: E402
-from volmig.volume_service import copy as copy_mod  # noqa: E402
+from volmig.datapath import copy as copy_mod  # noqa: E402
 
 WINDOWS = ('outside', 'overlay alone', 'copy alone', 'start', 'copy',
            'complete', 'mirror')

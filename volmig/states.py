@@ -125,3 +125,8 @@ TASK_DELETING = 'deleting'
 TASK_ATTACHING = 'attaching_volume'
 TASK_DETACHING = 'detaching_volume'
 TASK_SWAPPING = 'swapping_volume'
+
+# A block-storage attachment's statuses, as Cinder names them.
+ATTACH_RESERVED = 'reserved'
+ATTACH_ATTACHING = 'attaching'
+ATTACH_ATTACHED = 'attached'

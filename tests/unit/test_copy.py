@@ -15,8 +15,8 @@ import testscenarios
 from tests import fixtures as fixtures_mod
 from volmig import exception
 from volmig.conf import CONF
-from volmig.volume_service import copy
-from volmig.volume_service import reading
+from volmig.datapath import copy
+from volmig.datapath import reading
 
 MIB = 1024 * 1024
 # (offset, bytes) written into a 16 MiB src; the rest is holes, and one

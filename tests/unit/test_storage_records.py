@@ -13,7 +13,7 @@ from tests.functional import test_races
 from tests.unit import test_db
 from volmig import exception
 from volmig import signing
-from volmig.block_storage import base
+from volmig import states
 from volmig.block_storage import file
 from volmig.conf import CONF
 from volmig.db import drains
@@ -171,7 +171,7 @@ class StorageRecordsTest(test_db.DatabaseTestCase):
                 'migration_checksum': 'ab' * 32}},
             'attachments': {'a1': {
                 'id': 'a1', 'volume_id': 'v1', 'instance_uuid': 'i1',
-                'attach_mode': 'ro', 'attach_status': base.ATTACH_ATTACHED,
+                'attach_mode': 'ro', 'attach_status': states.ATTACH_ATTACHED,
                 'connector': {'host': 'h'},
                 'connection_info': {'driver_volume_type': 'file'}}}}
         with open(path, 'w') as handle:

@@ -15,6 +15,7 @@ from tests.unit import test_migration_conductor
 from volmig import context as volmig_context
 from volmig import exception
 from volmig import states
+from volmig.block_storage import base
 from volmig.cmd import manage
 from volmig.conf import CONF
 from volmig.db import api as db
@@ -24,13 +25,18 @@ from volmig.volume_service import move
 SIZE_MB = 4
 
 
+class _FileAdapter(storage_manager.FileVolumes, base.VolumeAdapter):
+    """volmig-volume's records, as the conductor's block-storage adapter:
+    the conductor here calls them in this process."""
+
+
 class MoverTest(test_migration_conductor.ConductorTestBase):
 
     def make_volumes(self):
         self.pools = {name: self.useFixture(fixtures.TempDir()).path
                       for name in ('pool-a', 'pool-b')}
         CONF.set_override('pools', self.pools, 'storage')
-        return storage_manager.FileVolumes()
+        return _FileAdapter()
 
     def make_volume(self):
         volume = self.volumes.create_file_volume(

@@ -18,7 +18,6 @@ import sqlalchemy as sa
 
 from volmig.db import api as db_api
 
-BACKENDS = ['volmig_database', 'volmig_messaging']
 BROKER_TIMEOUT = 2
 
 

@@ -13,10 +13,6 @@ from volmig import exception
 
 LOG = logging.getLogger(__name__)
 
-ATTACH_RESERVED = 'reserved'
-ATTACH_ATTACHING = 'attaching'
-ATTACH_ATTACHED = 'attached'
-
 
 class VolumeAdapter(abc.ABC):
 

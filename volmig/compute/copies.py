@@ -16,7 +16,7 @@ from oslo_log import log as logging
 
 from volmig import exception
 from volmig.compute import volumes
-from volmig.volume_service import copy as copy_mod
+from volmig.datapath import copy as copy_mod
 
 LOG = logging.getLogger(__name__)
 

@@ -9,7 +9,6 @@ from collections.abc import Iterable
 
 from volmig import exception
 from volmig import states
-from volmig.block_storage import base as block_storage
 
 ATTACH_MODES = ('rw', 'ro')
 
@@ -289,7 +288,7 @@ def dst_connected(dst_attachment: dict) -> bool:
     (0.2 s of a 0.5 s complete on Cinder's NFS driver). Others hand over
     a reserved attachment, which the conductor connects.
     """
-    return (dst_attachment['attach_status'] == block_storage.ATTACH_ATTACHING
+    return (dst_attachment['attach_status'] == states.ATTACH_ATTACHING
             and bool(dst_attachment['connection_info']))
 
 

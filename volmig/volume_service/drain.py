@@ -28,7 +28,7 @@ from oslo_utils import uuidutils
 
 from volmig import context as volmig_context
 from volmig import exception
-from volmig.block_storage import base
+from volmig import states
 from volmig.db import drains
 from volmig.volume_service import move
 
@@ -72,7 +72,7 @@ def classify(volume: dict, target: str,
         return 'none', ('its %d MiB do not fit pool %s (%d MiB)'
                         % (volume['size_mb'], target, target_capacity_mb))
     attached = [a for a in volume['attachments']
-                if a['attach_status'] == base.ATTACH_ATTACHED]
+                if a['attach_status'] == states.ATTACH_ATTACHED]
     if not attached:
         return 'copy', 'not attached: a plain copy'
     if len(attached) == 1:

@@ -41,8 +41,7 @@ from volmig import context as volmig_context
 from volmig import exception
 from volmig import rpc
 from volmig import states
-from volmig.block_storage import base
-from volmig.volume_service import copy as copy_mod
+from volmig.datapath import copy as copy_mod
 from volmig.volume_service import recovery
 
 LOG = logging.getLogger(__name__)
@@ -213,7 +212,7 @@ class Mover(recovery.Recovery):
                 migration_source=volume_id)
             self.volumes.update_volume(volume_id, migration_dst=dst['id'])
             for attachment in volume['attachments']:
-                if attachment['attach_status'] == base.ATTACH_ATTACHED:
+                if attachment['attach_status'] == states.ATTACH_ATTACHED:
                     # Queued by a compute cap: _finish waits for it.
                     started = self.client.start(service, attachment['id'],
                                                 wait=False)

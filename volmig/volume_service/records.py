@@ -13,7 +13,7 @@ from oslo_utils import uuidutils
 import sqlalchemy as sa
 
 from volmig import exception
-from volmig.block_storage import base
+from volmig import states
 from volmig.db import api as db_api
 from volmig.db import models
 
@@ -39,7 +39,7 @@ def _volume(session, volume_id: str):
 # it found: a new one would be left on src, which the move then deletes.
 MOVING = ('starting', 'migrating')
 # An attach under way: the move would not find the guest to start.
-ATTACHING = (base.ATTACH_RESERVED, base.ATTACH_ATTACHING)
+ATTACHING = (states.ATTACH_RESERVED, states.ATTACH_ATTACHING)
 
 
 def _lock(session, volume_id: str):
@@ -93,9 +93,9 @@ def _present(session, volume, attachments=None) -> dict:
     if attachments is None:
         attachments = _attachments_of(session, values['id'])
     statuses = {a['attach_status'] for a in attachments}
-    if base.ATTACH_ATTACHED in statuses:
+    if states.ATTACH_ATTACHED in statuses:
         status = 'in-use'
-    elif base.ATTACH_ATTACHING in statuses:
+    elif states.ATTACH_ATTACHING in statuses:
         status = 'attaching'
     elif statuses:
         status = 'reserved'
@@ -105,7 +105,7 @@ def _present(session, volume, attachments=None) -> dict:
     return dict(values, status=status, attachments=attachments)
 
 
-class VolumeRecords(base.VolumeAdapter):
+class VolumeRecords:
 
     def connection_info(self, volume: dict, attachment: dict) -> dict:
         """What a host needs to open the volume."""
@@ -233,7 +233,7 @@ class VolumeRecords(base.VolumeAdapter):
             attachment = models.VolumeAttachment(
                 id=uuidutils.generate_uuid(), volume_id=volume_id,
                 instance_uuid=instance_uuid, attach_mode=mode,
-                attach_status=base.ATTACH_RESERVED)
+                attach_status=states.ATTACH_RESERVED)
             session.add(attachment)
             session.flush()
             return _plain(attachment)
@@ -249,7 +249,7 @@ class VolumeRecords(base.VolumeAdapter):
             attachment = _attachment(session, attachment_id)
             volume = _volume(session, attachment.volume_id)
             attachment.connector = connector
-            attachment.attach_status = base.ATTACH_ATTACHING
+            attachment.attach_status = states.ATTACH_ATTACHING
             attachment.connection_info = self.connection_info(
                 _plain(volume), _plain(attachment))
             session.flush()
@@ -259,7 +259,7 @@ class VolumeRecords(base.VolumeAdapter):
     def attachment_complete(self, ctxt, attachment_id):
         with _transaction() as session:
             _attachment(session, attachment_id).attach_status = (
-                base.ATTACH_ATTACHED)
+                states.ATTACH_ATTACHED)
 
     @db_api.retried
     def attachment_delete(self, ctxt, attachment_id):

@@ -18,7 +18,6 @@ from volmig import context as volmig_context
 from volmig import exception
 from volmig import rpc
 from volmig import states
-from volmig.block_storage import base
 
 LOG = logging.getLogger(__name__)
 
@@ -45,7 +44,7 @@ def side(migration: dict, dst: dict) -> str | None:
     # recovered by an operator. A guest recovered onto dst had dst's
     # attachment completed, as a switch does.
     attached = {attachment['id'] for attachment in dst['attachments']
-                if attachment['attach_status'] == base.ATTACH_ATTACHED}
+                if attachment['attach_status'] == states.ATTACH_ATTACHED}
     return 'dst' if migration['dst_attachment_id'] in attached else 'src'
 
 

@@ -27,8 +27,8 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from volmig import exception
-from volmig.volume_service import reading
-from volmig.volume_service import writeback
+from volmig.datapath import reading
+from volmig.datapath import writeback
 
 # Linux's FICLONE ioctl: dst shares src's blocks (btrfs, XFS).
 FICLONE = 0x40049409
