@@ -69,7 +69,12 @@ class Service(service.Service):
             # an export would: the controllers seal what they send it.
             rpc.register_host(binary, self.host)
         self.topic, manager_class = _KINDS[binary]
-        self.manager = importutils.import_class(manager_class)(self.host)
+        manager = importutils.import_class(manager_class)
+        # An agent reports to its conductor through the client its service
+        # gives it: the compute package imports nothing of the conductor's,
+        # which imports the agent's client.
+        self.manager = (manager(self.host, conductor_rpcapi.ConductorAPI())
+                        if binary == COMPUTE else manager(self.host))
         self._report = (service_db.update if binary == CONDUCTOR
                         else conductor_rpcapi.ConductorAPI().service_update)
         self._servers: list[typing.Any] = []

@@ -29,7 +29,6 @@ from volmig.compute import jobs
 from volmig.compute import migrations
 from volmig.compute import rpcapi
 from volmig.compute import volumes
-from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conf import CONF
 
 LOG = logging.getLogger(__name__)
@@ -52,10 +51,12 @@ def locked_instance(method):
 class ComputeManager:
     target = messaging.Target(version=rpcapi.RPC_API_VERSION)
 
-    def __init__(self, host: str):
+    def __init__(self, host: str, conductor):
+        """``conductor``: the conductor's RPC client, which the service
+        gives its agent (``volmig.service``)."""
         self.host = host
         self.driver = drivers.load_driver()
-        self.conductor = conductor_rpcapi.ConductorAPI()
+        self.conductor = conductor
         self.jobs = jobs.JobRunner(CONF.compute.job_workers,
                                    CONF.compute.job_poll_interval,
                                    CONF.compute.progress_report_interval,
