@@ -1,4 +1,8 @@
-"""Data access. Only the conductor (and its periodic tasks) call this."""
+"""Data access: the queries on servers, mappings, migrations and
+services. The conductor makes most of them; volmig-api reads (its health
+check, the senders of block-storage calls), volmig-volume keeps its own
+records through ``transaction`` and ``retried``, and volmig-status looks.
+Compute agents have no database."""
 
 import datetime
 import typing

@@ -1,4 +1,5 @@
-"""Server side of volmig-volume's RPC API (client: ``storage.rpcapi``).
+"""Server side of volmig-volume's RPC API (client:
+``volmig.volume_service.rpcapi``).
 
 A method marked ``unsigned`` is one the previous release's conductor
 calls (its block-storage adapter): it serves it unsigned while an upgrade

@@ -1,6 +1,8 @@
-"""Client side of volmig-volume's RPC API (server: ``storage.manager``).
+"""Client side of volmig-volume's RPC API (server:
+``volmig.volume_service.manager``).
 
-The ``file`` block-storage adapter (``volume.file``) is this client.
+The ``file`` block-storage adapter (``volmig.block_storage.file``) is this
+client.
 
 API version history:
 
