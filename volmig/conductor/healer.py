@@ -18,6 +18,7 @@ from oslo_utils import timeutils
 from volmig import exception
 from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
+from volmig.conductor import destinations
 from volmig.conductor import migrations as migration_conductor
 from volmig.conductor import services
 from volmig.conf import CONF
@@ -102,7 +103,7 @@ class Healer:
         if migration['dst_attachment_id']:
             volume_api = self.migrations.volume_api
             if migration['status'] == states.COMPLETING:
-                dst = services.dst_to_send(
+                dst = destinations.dst_to_send(
                     volume_api, ctxt, migration['dst_attachment_id'],
                     migration['host'], bdm['attach_mode'] if bdm else 'rw')
             else:

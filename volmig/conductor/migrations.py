@@ -11,9 +11,9 @@ from oslo_utils import uuidutils
 from volmig import exception
 from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
+from volmig.conductor import destinations
 from volmig.conductor import queue
 from volmig.conductor import rules
-from volmig.conductor import services
 from volmig.conductor import views
 from volmig.db import api as db
 from volmig.db import locks
@@ -155,14 +155,14 @@ class MigrationConductor:
             # Asked again before the agent reported the switch, it is sent
             # again (its conductor may have died before it was cast): the
             # agent acts only while it is completing and runs no job of it.
-            dst = services.dst_to_send(self.volume_api, ctxt,
+            dst = destinations.dst_to_send(self.volume_api, ctxt,
                                        dst_attachment_id, migration['host'],
                                        bdm['attach_mode'])
         return {'migration': present(migration), 'bdm': bdm, 'send': True,
                 'dst_connection_info': dst['connection_info']}
 
     def _record_complete(self, ctxt, migration, bdm, dst_attachment_id):
-        dst = services.checked_dst(self.volume_api, ctxt, migration,
+        dst = destinations.checked_dst(self.volume_api, ctxt, migration,
                                    dst_attachment_id)
         # The compare-and-swap before any other change: a complete that
         # loses to a cancel, or to another complete, changes nothing.
@@ -171,7 +171,7 @@ class MigrationConductor:
                                     'dst_attachment_id': dst_attachment_id},
             expected_status=states.STARTED)
         try:
-            return migration, services.connect_dst(
+            return migration, destinations.connect_dst(
                 self.volume_api, ctxt, dst, migration['host'],
                 bdm['attach_mode'])
         except Exception:

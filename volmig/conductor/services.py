@@ -13,7 +13,6 @@ from volmig import exception
 from volmig import owners
 from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
-from volmig.conductor import rules
 from volmig.conf import CONF
 from volmig.db import api as db
 from volmig.db import services as service_db
@@ -87,37 +86,3 @@ def connector(ctxt, host: str, attach_mode: str) -> dict:
     except exception.ServiceNotFound:
         announced = None
     return dict(announced or {}, host=host, mode=attach_mode)
-
-
-def checked_dst(volume_api, ctxt, migration: dict,
-                dst_attachment_id: str) -> dict:
-    """dst's attachment, once it is found fit for the migration."""
-    dst = volume_api.attachment_get(ctxt, dst_attachment_id)
-    rules.check_dst_attachment(migration, dst)
-    rules.check_dst_volume(migration, *(
-        {'id': volume_id, 'size_mb': volume_api.volume_size_mb(ctxt,
-                                                               volume_id)}
-        for volume_id in (migration['volume_id'], dst['volume_id'])))
-    return dst
-
-
-def dst_to_send(volume_api, ctxt, dst_attachment_id: str, host: str,
-                attach_mode: str) -> dict:
-    """dst's attachment for a complete recorded before: connected now if
-    it never was (its conductor died between recording the complete and
-    connecting dst). One connected already is left as it is: a switch
-    may have attached it."""
-    dst = volume_api.attachment_get(ctxt, dst_attachment_id)
-    if dst['connection_info']:
-        return dst
-    return connect_dst(volume_api, ctxt, dst, host, attach_mode)
-
-
-def connect_dst(volume_api, ctxt, dst: dict, host: str,
-                attach_mode: str) -> dict:
-    """dst's attachment, connected for the guest's ``host`` unless block
-    storage connected it already (``rules.dst_connected``)."""
-    if rules.dst_connected(dst):
-        return dst
-    return volume_api.attachment_update(ctxt, dst['id'],
-                                        connector(ctxt, host, attach_mode))
