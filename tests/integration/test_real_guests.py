@@ -373,3 +373,16 @@ class AttachDetachTest(RealGuestTestCase):
                 guests.serial(v['id'])) in self.console_log(s),
                 timeout=BOOT_TIMEOUT,
                 what='guest %s to see the other disk' % server)
+        # A volume that is not multiattach, two attaches per server at
+        # once: one wins, the others are refused (400 or 409, never a
+        # 5xx: self.rest fails on one), and one server holds it.
+        alone = self.volume()
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(lambda server: self.attach(
+                server, alone['id']), servers * 2))
+        codes = [code for code, _ in answers]
+        self.assertEqual(1, codes.count(200), answers)
+        self.assertLessEqual(set(codes) - {200}, {400, 409}, answers)
+        self.assertEqual(1, len({a['instance_uuid'] for a in self.volumes.
+                                 get_volume(self.admin, alone['id'])[
+                                     'attachments']}), answers)
