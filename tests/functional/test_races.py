@@ -218,9 +218,8 @@ class MigrationRaceTest(base.ServicesTestCase):
                 self.assertIsInstance(result, exception.VolmigException)
                 self.assertLess(result.code, 500, result.message)
                 self.assertNotIn('Traceback', result.message)
-        winner = next(server['uuid'] for server in servers
-                      if server['uuid'] == won[0]['instance_uuid'])
-        self.assert_one_view(volume['id'], {winner})
+        self.assertIn(won[0]['instance_uuid'], [s['uuid'] for s in servers])
+        self.assert_one_view(volume['id'], {won[0]['instance_uuid']})
         for server in servers:
             self.assertIsNone(self.conductor.instance_get(
                 self.admin, server['uuid'])['task_state'])
