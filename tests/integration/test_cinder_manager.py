@@ -125,25 +125,31 @@ class CinderManagerTest(cinder_base.CinderTestCase):
         cinder-volume's calls meanwhile get no answer, which is no
         failure. Once the conductor is back, the migration completes,
         and Cinder's with it."""
-        data = self.cinder_volume('nfs-c')
+        # From nfs-d to nfs-c: nfs-d's share is small, and a volume left
+        # there would leave no room for a later test's (Cinder's scheduler
+        # counts what is provisioned on it).
+        data = self.cinder_volume('nfs-d')
+        old_file = self.cinder.volume_file(self.cinder.volume(data['id']))
         server = self.boot([data])
         self.wait_for_acks(server, data['id'], 10)
         self.cluster.restart('api', options={
             ('DEFAULT', 'rpc_response_timeout'): API_WAIT}).wait_ready()
         self.crash_agent_at('--process=' + self.pid_file('conductor'),
                             'complete:switch')
-        self.retype(data['id'], 'nfs-d')
+        self.retype(data['id'], 'nfs-c')
         self.cluster.wait_for_death('conductor', timeout=300)
         written = len(self.acks(server, data['id']))
         self.wait_for_acks(server, data['id'], written + 10)
         self.wait_logged('migration_get: no answer')
         self.cluster.restart('conductor')
-        self.assert_moved_exactly(server, data['id'], 'nfs-d')
+        self.assert_moved_exactly(server, data['id'], 'nfs-c')
         [migration] = self.client.list(self.ctxt, volume_id=data['id'])
         self.assertEqual(states.COMPLETED, self.client.wait_for(
             self.ctxt, migration['id'], states.COMPLETED)['status'])
         self.assert_no_volume_move()
         self.assert_no_quota_held()
+        self.wait_until(lambda: not os.path.exists(old_file), timeout=60,
+                        what='Cinder to delete the old data')
 
     def test_retype_switches_read_only_shares_together(self):
         content = os.urandom(4 * 1024 * 1024)

@@ -450,6 +450,37 @@ class ReplayTest(SigningTestCase):
         with open(path) as lines:
             self.assertEqual(2, len(lines.read().splitlines()))
 
+    def test_an_insert_whose_commit_answer_was_lost_is_no_replay(self):
+        store = db_nonces.DatabaseNonces()
+        connect = store._connect
+        lost = []
+
+        class LosesTheFirstAnswer:
+            """A connection whose first commit goes through, and whose
+            answer is then lost, as a Galera node killed under it."""
+
+            def __init__(self, connection):
+                self._connection = connection
+
+            def __getattr__(self, name):
+                return getattr(self._connection, name)
+
+            def commit(self):
+                self._connection.commit()
+                if not lost:
+                    lost.append(True)
+                    raise store._dbapi.OperationalError('connection lost')
+
+        self.useFixture(fixtures.MockPatchObject(
+            store, '_connect', lambda: LosesTheFirstAnswer(connect())))
+        nonce = '%032x' % 7
+        self.assertTrue(store.remember(nonce, time.time() + 10))
+        self.assertEqual([True], lost)
+        # A real replay is refused still, in this process and another.
+        self.assertFalse(store.remember(nonce, time.time() + 10))
+        self.assertFalse(db_nonces.DatabaseNonces().remember(
+            nonce, time.time() + 10))
+
     def test_the_database_forgets_stale_nonces(self):
         clock = [time.time()]
         self.useFixture(fixtures.MonkeyPatch('time.time', lambda: clock[0]))

@@ -282,3 +282,6 @@ class RpcNonce(Base):
     nonce = sa.Column(sa.String(32), primary_key=True)
     # Seconds since the epoch.
     expires_at = sa.Column(sa.Float, nullable=False)
+    # Which insert put it there: a store that tries its insert again after
+    # a commit whose answer was lost tells its own row from a replay's.
+    claim = sa.Column(sa.String(32), nullable=False)

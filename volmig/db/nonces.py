@@ -12,6 +12,7 @@ waiting for the disk (``_UNFLUSHED``): a nonce lost to a crash of the
 database server reopens only the few seconds before it.
 """
 
+import secrets
 import threading
 import time
 
@@ -26,11 +27,13 @@ PURGE_INTERVAL = 60.0
 # Each statement in its driver's own form: SQLite's marks (qmark), or
 # psycopg2's and PyMySQL's.
 _STATEMENTS = {
-    True: {'insert': 'INSERT INTO rpc_nonces (nonce, expires_at) '
-                     'VALUES (?, ?)',
+    True: {'insert': 'INSERT INTO rpc_nonces (nonce, expires_at, claim) '
+                     'VALUES (?, ?, ?)',
+           'claim': 'SELECT claim FROM rpc_nonces WHERE nonce = ?',
            'purge': 'DELETE FROM rpc_nonces WHERE expires_at < ?'},
-    False: {'insert': 'INSERT INTO rpc_nonces (nonce, expires_at) '
-                      'VALUES (%s, %s)',
+    False: {'insert': 'INSERT INTO rpc_nonces (nonce, expires_at, claim) '
+                      'VALUES (%s, %s, %s)',
+            'claim': 'SELECT claim FROM rpc_nonces WHERE nonce = %s',
             'purge': 'DELETE FROM rpc_nonces WHERE expires_at < %s'}}
 
 
@@ -62,18 +65,19 @@ class DatabaseNonces:
             connection.commit()
         return connection
 
-    def _execute(self, statement: str, parameters: tuple) -> None:
+    def _execute(self, statement: str, parameters: tuple) -> tuple | None:
         """Committed on the held connection; on a new one once, if it was
         lost (a database node gone, or restarted) or given up (a Galera
-        node's conflict)."""
+        node's conflict). Returns the first row the statement read."""
         for attempt in (1, 2):
             if self._connection is None:
                 self._connection = self._connect()
             try:
-                self._connection.cursor().execute(
-                    self._statements[statement], parameters)
+                cursor = self._connection.cursor()
+                cursor.execute(self._statements[statement], parameters)
+                row = cursor.fetchone() if cursor.description else None
                 self._connection.commit()
-                return
+                return row
             except self._dbapi.IntegrityError:
                 self._connection.rollback()
                 raise
@@ -85,17 +89,23 @@ class DatabaseNonces:
                     pass
                 if attempt == 2:
                     raise
+        return None
 
     def remember(self, nonce: str, until: float) -> bool:
+        claim = secrets.token_hex(16)
         with self._lock:
             now = time.time()
             if now - self._purged > PURGE_INTERVAL:
                 self._purged = now
                 self._execute('purge', (now,))
             try:
-                self._execute('insert', (nonce, until))
+                self._execute('insert', (nonce, until, claim))
             except self._dbapi.IntegrityError:
-                return False
+                # Taken before: by another message, or by this insert, whose
+                # commit went through though its answer was lost (a Galera
+                # node killed under it) and which was then tried again.
+                row = self._execute('claim', (nonce,))
+                return row is not None and row[0] == claim
         return True
 
     def close(self) -> None:

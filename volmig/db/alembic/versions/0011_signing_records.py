@@ -27,6 +27,7 @@ def upgrade() -> None:
         'rpc_nonces',
         sa.Column('nonce', sa.String(32), primary_key=True),
         sa.Column('expires_at', sa.Float, nullable=False),
+        sa.Column('claim', sa.String(32), nullable=False),
         sa.Column('created_at', sa.DateTime),
         sa.Column('updated_at', sa.DateTime))
     op.create_index('rpc_nonces_expires_at_idx', 'rpc_nonces', ['expires_at'])
