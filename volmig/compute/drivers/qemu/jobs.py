@@ -34,6 +34,7 @@ class CommitJob(base.Job):
         self._migration_id = migration_id
         self.job_id = commit_job_id(migration_id)
         self.pauses: dict[str, float] = {}
+        self.completing = False
 
     def poll(self) -> base.JobProgress:
         guest = self._guest
@@ -47,7 +48,10 @@ class CommitJob(base.Job):
                     % self._volume_id,
                     reason='QEMU has no job %s' % self.job_id)
             done, total = job['current-progress'], job['total-progress']
-            if job['status'] == 'ready':
+            # Once: QEMU shows the job ready for a while after it took the
+            # complete, and refuses a second one once it has concluded.
+            if job['status'] == 'ready' and not self.completing:
+                self.completing = True
                 journal.record(self._migration_id, 'job_complete')
                 # The last writes drain here: the pause of the switch-over.
                 self.pauses['complete'] = guest.timed('job-complete',
@@ -75,6 +79,7 @@ class MirrorJob(base.Job):
         self._new_path = new_path
         self.job_id = 'mirror-%s' % new_bdm['attachment_id']
         self.pauses: dict[str, float] = {}
+        self.completing = False
 
     def poll(self) -> base.JobProgress:
         guest, disk = self._guest, self._disk
@@ -88,7 +93,9 @@ class MirrorJob(base.Job):
                     reason='QEMU has no job %s' % self.job_id)
             done, total = job['current-progress'], job['total-progress']
             key = journal.swap_key(self._new_bdm)
-            if job['status'] == 'ready':
+            if job['status'] == 'ready' and not self.completing:
+                # Once, as a commit's complete.
+                self.completing = True
                 self._driver.journal.record(key, 'pivot')
                 # The pivot: the device and its export move to the copy.
                 self.pauses['pivot'] = guest.timed('job-complete',
