@@ -49,9 +49,9 @@ from volmig import config
 from volmig import guest_writes
 from volmig.compute.drivers import guests
 from volmig.conf import storage
+from volmig.datapath import copy as copy_mod
 from volmig.db import api as db_api
 from volmig.db import schema
-from volmig.datapath import copy as copy_mod
 
 # volmig's copy chunk ([storage] copy_chunk_kb's default).
 CHUNK = 4096 * 1024
