@@ -10,7 +10,6 @@ from volmig import context as volmig_context
 from volmig import exception
 from volmig import rpc
 from volmig import signing
-from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import healer
 from volmig.conductor import instances
@@ -247,14 +246,7 @@ class ConductorManager:
 
     @rpc.endpoint
     def migration_accept_cancel(self, ctxt, src_attachment_id):
-        accepted = self.migrations.accept_cancel(ctxt, src_attachment_id)
-        migration = accepted['migration']
-        if migration['status'] == states.CANCELLING and not accepted['send']:
-            # Asked again: the first may have been recorded by a conductor
-            # that died before volmig-api cast it. Its agent settles it
-            # now, from where the guest is, as the stall timeout would.
-            self.healer.reconcile(ctxt, migration)
-        return accepted
+        return self.migrations.accept_cancel(ctxt, src_attachment_id)
 
     @rpc.endpoint
     def migration_accept_complete(self, ctxt, src_attachment_id,

@@ -128,14 +128,18 @@ class MigrationConductor:
             migration = self._move(ctxt, migration['id'], {states.QUEUED},
                                    states.CANCELLED, None)
             return {'migration': migration, 'bdm': None, 'send': False}
-        send = rules.check_can_cancel(migration)
-        if send:
+        first = rules.check_can_cancel(migration)
+        if first:
             migration = db.migration_update(
                 ctxt, migration['id'],
                 {'status': states.CANCELLING,
                  'job_started_at': timeutils.utcnow()},
                 expected_status=states.STARTED)
         bdm = db.bdm_get_by_attachment(ctxt, src_attachment_id)
+        # Asked again while cancelling, it is sent again, as a complete
+        # is: its conductor may have died before volmig-api cast it. An
+        # agent merging already ends the repeat with that job.
+        send = first or migration['status'] == states.CANCELLING
         return {'migration': present(migration), 'bdm': bdm, 'send': send}
 
     def accept_complete(self, ctxt, src_attachment_id: str,
