@@ -18,6 +18,7 @@ from volmig.db import models
 
 configure = engine.configure
 transaction = engine.transaction
+own_transaction = engine.own_transaction
 get_engine = engine.get_engine
 retried = engine.retried
 page = engine.page

@@ -10,17 +10,9 @@ from volmig.db import api as db_api
 from volmig.db import models
 
 
-class _Scope:
-    """Each call is its own transaction."""
-
-
-def _transaction():
-    return db_api.transaction(_Scope())
-
-
 @db_api.retried
 def create(**values) -> dict:
-    with _transaction() as session:
+    with db_api.own_transaction() as session:
         drain = models.PoolDrain(**values)
         session.add(drain)
         session.flush()
@@ -29,7 +21,7 @@ def create(**values) -> dict:
 
 @db_api.retried
 def latest(pool: str) -> dict | None:
-    with _transaction() as session:
+    with db_api.own_transaction() as session:
         drain = session.scalars(sa.select(models.PoolDrain).filter_by(
             pool=pool).order_by(models.PoolDrain.created_at.desc(),
                                 models.PoolDrain.id).limit(1)).first()
@@ -40,7 +32,7 @@ def latest(pool: str) -> dict | None:
 def get_all(pool: str, limit: int | None = None,
             marker: str | None = None) -> list[dict]:
     """The pool's drains, newest first; a page after ``marker``."""
-    with _transaction() as session:
+    with db_api.own_transaction() as session:
         return [drain.to_dict() for drain in session.scalars(
             db_api.page(session, sa.select(models.PoolDrain).filter_by(
                 pool=pool), models.PoolDrain, limit, marker, 'id',
@@ -49,7 +41,7 @@ def get_all(pool: str, limit: int | None = None,
 
 @db_api.retried
 def running() -> list[dict]:
-    with _transaction() as session:
+    with db_api.own_transaction() as session:
         return [drain.to_dict() for drain in session.scalars(
             sa.select(models.PoolDrain).filter_by(
                 status='running').order_by(models.PoolDrain.created_at))]
@@ -58,7 +50,7 @@ def running() -> list[dict]:
 @db_api.retried
 def update(drain_id: str, expected_status: str, **values) -> dict:
     """Update a drain, only while it is in ``expected_status``."""
-    with _transaction() as session:
+    with db_api.own_transaction() as session:
         stmt = sa.update(models.PoolDrain).where(
             models.PoolDrain.id == drain_id,
             models.PoolDrain.status == expected_status).values(

@@ -80,6 +80,21 @@ def reader(ctxt):
     return _CONTEXT.reader.using(ctxt)
 
 
+class _Scope:
+    """A transaction of its own, outside any caller's."""
+
+
+def own_transaction():
+    """A transaction of its own, whatever the caller's context: for records
+    a call keeps alone (volmig-volume's, hosts' keys, drains)."""
+    return transaction(_Scope())
+
+
+def own_reader():
+    """A read of its own, as ``own_transaction``."""
+    return reader(_Scope())
+
+
 def page(session, query, model, limit: int | None, marker, key: str,
          sort_keys: list[str], sort_dir: str = 'asc'):
     """``query``'s items after the one whose ``key`` is ``marker``, at

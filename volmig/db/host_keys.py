@@ -16,20 +16,12 @@ from volmig.db import engine
 from volmig.db import models
 
 
-def _transaction():
-    return engine.transaction(_Scope())
-
-
-class _Scope:
-    """Each call is its own transaction."""
-
-
 @engine.retried
 def register(service: str, host: str, keep: bool = False) -> str:
     """A new generation for (service, host), replacing any other; with
     ``keep``, the one it has (a key exported again after the master key
     was rotated), or a new one if it has none."""
-    with _transaction() as session:
+    with engine.own_transaction() as session:
         record = session.get(models.HostKey, (service, host))
         if record is None:
             record = models.HostKey(service=service, host=host)
@@ -43,7 +35,7 @@ def register(service: str, host: str, keep: bool = False) -> str:
 
 @engine.retried
 def revoke(service: str, host: str) -> None:
-    with _transaction() as session:
+    with engine.own_transaction() as session:
         if not session.execute(sa.delete(models.HostKey).where(
                 models.HostKey.service == service,
                 models.HostKey.host == host)).rowcount:
@@ -59,14 +51,14 @@ _ALL = sa.select(models.table(models.HostKey).c.service,
 @engine.retried
 def load() -> dict:
     """``{(service, host): generation}`` of every host that holds a key."""
-    with engine.reader(_Scope()) as session:
+    with engine.own_reader() as session:
         return {(service, host): generation
                 for service, host, generation in session.execute(_ALL)}
 
 
 @engine.retried
 def get_all() -> list[dict]:
-    with engine.reader(_Scope()) as session:
+    with engine.own_reader() as session:
         return [record.to_dict() for record in session.scalars(
             sa.select(models.HostKey).order_by(models.HostKey.service,
                                                models.HostKey.host))]

@@ -20,12 +20,6 @@ from volmig.db import models
 _HIDDEN = ('created_at', 'updated_at')
 
 
-class _Scope:
-    """Each call is its own transaction, whatever the caller's context."""
-
-
-def _transaction():
-    return db_api.transaction(_Scope())
 
 
 def _volume(session, volume_id: str):
@@ -116,7 +110,7 @@ class VolumeRecords:
     @db_api.retried
     def create_volume(self, ctxt, size_mb, name=None, multiattach=False,
                       pool=None, **extra):
-        with _transaction() as session:
+        with db_api.own_transaction() as session:
             volume = models.Volume(
                 id=uuidutils.generate_uuid(), name=name, size_mb=size_mb,
                 multiattach=bool(multiattach), pool=pool or 'fake',
@@ -132,7 +126,7 @@ class VolumeRecords:
         statuses, None for none), only from one of them; with
         ``no_attach_under_way`` (a move's start), only if no attach of it
         is under way, else Conflict."""
-        with _transaction() as session:
+        with db_api.own_transaction() as session:
             if no_attach_under_way:
                 _lock(session, volume_id)
                 for attachment in _attachments_of(session, volume_id):
@@ -162,7 +156,7 @@ class VolumeRecords:
 
     @db_api.retried
     def get_volume(self, ctxt, volume_id):
-        with _transaction() as session:
+        with db_api.own_transaction() as session:
             row = session.execute(_VOLUME, {'volume_id': volume_id}).first()
             if row is None:
                 raise exception.VolumeNotFound(volume_id=volume_id)
@@ -172,7 +166,7 @@ class VolumeRecords:
     def list_volumes(self, ctxt, limit=None, marker=None):
         """Oldest first: every volume for an admin, a project's for its
         members; a page of ``limit`` after the volume ``marker``."""
-        with _transaction() as session:
+        with db_api.own_transaction() as session:
             query = sa.select(models.Volume)
             if not ctxt.sees_every_project:
                 query = query.filter_by(project_id=ctxt.project_id)
@@ -184,7 +178,7 @@ class VolumeRecords:
     def volumes_by_id(self, volume_ids) -> dict[str, dict]:
         """Those of ``volume_ids`` that exist, in two queries."""
         ids = list(volume_ids)
-        with _transaction() as session:
+        with db_api.own_transaction() as session:
             attachments: dict[str, list] = {}
             for row in session.scalars(
                     sa.select(models.VolumeAttachment).where(
@@ -199,7 +193,7 @@ class VolumeRecords:
 
     @db_api.retried
     def delete_volume(self, ctxt, volume_id):
-        with _transaction() as session:
+        with db_api.own_transaction() as session:
             volume = _volume(session, volume_id)
             if _attachments_of(session, volume_id):
                 raise exception.Conflict(
@@ -210,7 +204,7 @@ class VolumeRecords:
 
     @db_api.retried
     def attachment_create(self, ctxt, volume_id, instance_uuid, mode='rw'):
-        with _transaction() as session:
+        with db_api.own_transaction() as session:
             volume = _lock(session, volume_id)
             if volume.migration_status in MOVING:
                 raise exception.Conflict(
@@ -240,12 +234,12 @@ class VolumeRecords:
 
     @db_api.retried
     def attachment_get(self, ctxt, attachment_id):
-        with _transaction() as session:
+        with db_api.own_transaction() as session:
             return _plain(_attachment(session, attachment_id))
 
     @db_api.retried
     def attachment_update(self, ctxt, attachment_id, connector):
-        with _transaction() as session:
+        with db_api.own_transaction() as session:
             attachment = _attachment(session, attachment_id)
             volume = _volume(session, attachment.volume_id)
             attachment.connector = connector
@@ -257,20 +251,20 @@ class VolumeRecords:
 
     @db_api.retried
     def attachment_complete(self, ctxt, attachment_id):
-        with _transaction() as session:
+        with db_api.own_transaction() as session:
             _attachment(session, attachment_id).attach_status = (
                 states.ATTACH_ATTACHED)
 
     @db_api.retried
     def attachment_delete(self, ctxt, attachment_id):
-        with _transaction() as session:
+        with db_api.own_transaction() as session:
             session.delete(_attachment(session, attachment_id))
 
     # What volmig-volume's migrations record.
 
     @db_api.retried
     def add_migration_id(self, volume_id: str, migration_id: str) -> dict:
-        with _transaction() as session:
+        with db_api.own_transaction() as session:
             volume = _volume(session, volume_id)
             volume.migration_ids = list(volume.migration_ids or []) + [
                 migration_id]
@@ -282,7 +276,7 @@ class VolumeRecords:
               status: str) -> None:
         """dst's data and attachments become the volume's, in one
         transaction; dst's record goes, src's attachments go."""
-        with _transaction() as session:
+        with db_api.own_transaction() as session:
             volume = _volume(session, volume_id)
             target = _volume(session, dst_id)
             volume.migration_src_path = volume.path
@@ -300,7 +294,7 @@ class VolumeRecords:
     @db_api.retried
     def purge(self, volume_id: str) -> None:
         """Forget a volume and its attachments (an abandoned dst)."""
-        with _transaction() as session:
+        with db_api.own_transaction() as session:
             session.execute(sa.delete(models.VolumeAttachment).filter_by(
                 volume_id=volume_id))
             session.execute(sa.delete(models.Volume).filter_by(
@@ -312,7 +306,7 @@ class VolumeRecords:
         so an import interrupted after its commit can run again."""
         columns = {model: {c.name for c in model.__table__.columns}
                    for model in (models.Volume, models.VolumeAttachment)}
-        with _transaction() as session:
+        with db_api.own_transaction() as session:
             for model, saved in ((models.Volume, volumes),
                                  (models.VolumeAttachment, attachments)):
                 for record in saved:
@@ -326,7 +320,7 @@ class VolumeRecords:
     def with_migration_under_way(self, statuses) -> list[dict]:
         """Volumes whose migration is in ``statuses``, or whose src file
         is still to be deleted."""
-        with _transaction() as session:
+        with db_api.own_transaction() as session:
             return [_present(session, volume) for volume in session.scalars(
                 sa.select(models.Volume).where(sa.or_(
                     models.Volume.migration_status.in_(list(statuses)),
@@ -335,7 +329,7 @@ class VolumeRecords:
     @db_api.retried
     def kept_dst(self, status: str) -> list[dict]:
         """Volumes whose migration ended in ``status`` with dst kept."""
-        with _transaction() as session:
+        with db_api.own_transaction() as session:
             return [_present(session, volume) for volume in session.scalars(
                 sa.select(models.Volume).where(
                     models.Volume.migration_status == status,
@@ -344,7 +338,7 @@ class VolumeRecords:
     @db_api.retried
     def queued_migrations(self, status: str) -> list[dict]:
         """Volumes whose migration waits in ``status``, oldest first."""
-        with _transaction() as session:
+        with db_api.own_transaction() as session:
             return [_present(session, volume) for volume in session.scalars(
                 sa.select(models.Volume).filter_by(
                     migration_status=status).order_by(
