@@ -46,12 +46,12 @@ from tests import openstack
 from tests import real_guest
 from tests.integration import cluster
 from volmig import config
-from volmig import guest_writes
 from volmig.compute.drivers import guests
 from volmig.conf import storage
 from volmig.datapath import copy as copy_mod
 from volmig.db import api as db_api
 from volmig.db import schema
+from volmig.demo import writes as guest_writes
 
 # volmig's copy chunk ([storage] copy_chunk_kb's default).
 CHUNK = 4096 * 1024

@@ -53,11 +53,12 @@ from tests.integration import cluster  # noqa: E402
 from volmig import block_storage  # noqa: E402
 from volmig import client  # noqa: E402
 from volmig import context as volmig_context  # noqa: E402
-from volmig import guest_writes  # noqa: E402
 from volmig import states  # noqa: E402
+from volmig.conductor import operator_rpcapi  # noqa: E402
 from volmig.conductor import rpcapi as conductor_rpcapi  # noqa: E402
 from volmig.conf import CONF  # noqa: E402
 from volmig.datapath import copy as verified_copy  # noqa: E402
+from volmig.demo import writes as guest_writes  # noqa: E402
 
 MIB = 1024 * 1024
 
@@ -184,7 +185,7 @@ def run_against_mirror(size_mb: int, pools: dict) -> None:
     """The same volume, the same write load: volmig's path, then the
     legacy mirror swap back to the first pool."""
     admin = volmig_context.get_admin_context()
-    conductor = conductor_rpcapi.ConductorAPI()
+    conductor = operator_rpcapi.OperatorAPI()
     volumes = block_storage.get_adapter()
     vol = volumes.create_volume(admin, size_mb, pool='pool-a')
     random_file(vol['path'], size_mb)
@@ -243,7 +244,7 @@ ATTACHED = 4
 def run_drain(pools: dict) -> None:
     """20 volumes drained back and forth at several --max-parallel."""
     admin = volmig_context.get_admin_context()
-    conductor = conductor_rpcapi.ConductorAPI()
+    conductor = operator_rpcapi.OperatorAPI()
     volumes = block_storage.get_adapter()
     created = []
     for size in DRAIN_SIZES_MB:

@@ -41,11 +41,11 @@ from volmig import block_storage  # noqa: E402
 from volmig import client  # noqa: E402
 from volmig import context as volmig_context  # noqa: E402
 from volmig import embedded  # noqa: E402
-from volmig import guest_writes  # noqa: E402
 from volmig import states  # noqa: E402
 from volmig.compute.drivers import guests  # noqa: E402
 from volmig.conductor import rpcapi as conductor_rpcapi  # noqa: E402
 from volmig.conf import CONF  # noqa: E402
+from volmig.demo import writes as guest_writes  # noqa: E402
 
 # What the agent times, per driver: the calls that drain the guest's I/O.
 CALLS = {'qemu': ('QMP blockdev-snapshot', 'QMP blockdev-reopen',

@@ -52,12 +52,12 @@ from volmig import client  # noqa: E402
 from volmig import context as volmig_context  # noqa: E402
 from volmig import embedded  # noqa: E402
 from volmig import exception  # noqa: E402
-from volmig import guest_writes  # noqa: E402
 from volmig import states  # noqa: E402
 from volmig.compute.drivers import guests  # noqa: E402
 from volmig.conductor import rpcapi as conductor_rpcapi  # noqa: E402
 from volmig.conf import CONF  # noqa: E402
 from volmig.datapath import copy as copy_mod  # noqa: E402
+from volmig.demo import writes as guest_writes  # noqa: E402
 
 WINDOWS = ('outside', 'overlay alone', 'copy alone', 'start', 'copy',
            'complete', 'mirror')

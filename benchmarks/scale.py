@@ -44,6 +44,7 @@ from volmig import config  # noqa: E402
 from volmig import context as volmig_context  # noqa: E402
 from volmig import rpc  # noqa: E402
 from volmig import states  # noqa: E402
+from volmig.conductor import operator_rpcapi  # noqa: E402
 from volmig.conductor import rpcapi as conductor_rpcapi  # noqa: E402
 from volmig.conf import CONF  # noqa: E402
 from volmig.db import api as db_api  # noqa: E402
@@ -164,7 +165,7 @@ def migrate_all(pairs, workers: int) -> float:
     ctxt = volmig_context.get_service_context()
     admin = volmig_context.get_admin_context()
     migrations = client.MigrationClient()
-    conductor = conductor_rpcapi.ConductorAPI()
+    conductor = operator_rpcapi.OperatorAPI()
     before = conductor.migration_count_by_status(admin)
 
     def one(pair):

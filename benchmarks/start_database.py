@@ -38,6 +38,7 @@ from volmig.compute import rpcapi as compute_rpcapi  # noqa: E402
 from volmig.compute.drivers import base as driver_base  # noqa: E402
 from volmig.conductor import migrations  # noqa: E402
 from volmig.db import api as db  # noqa: E402
+from volmig.db import instances as instances_db  # noqa: E402
 from volmig.db import services as service_db  # noqa: E402
 
 POSTGRESQL = 'postgresql+psycopg2://postgres@127.0.0.1:5432/postgres'
@@ -80,7 +81,7 @@ def one_server(ctxt) -> dict:
                       compute_rpcapi.TOPIC, compute_rpcapi.RPC_API_VERSION,
                       {driver_base.LIVE_VOLUME_MIGRATION: True,
                        driver_base.MULTIATTACH: True})
-    instance = db.instance_create(ctxt, {
+    instance = instances_db.instance_create(ctxt, {
         'uuid': uuidutils.generate_uuid(), 'name': 'vm', 'host': 'h1',
         'project_id': 'p', 'user_id': 'u', 'vm_state': states.VM_ACTIVE,
         'power_state': states.POWER_RUNNING})
@@ -89,7 +90,7 @@ def one_server(ctxt) -> dict:
     attachment = volumes.attachment_create(ctxt, volume['id'],
                                            instance['uuid'])
     volumes.attachment_complete(ctxt, attachment['id'])
-    db.bdm_create(ctxt, {
+    instances_db.bdm_create(ctxt, {
         'instance_uuid': instance['uuid'], 'volume_id': volume['id'],
         'attachment_id': attachment['id'], 'attach_mode': 'rw',
         'device_name': '/dev/vda'})

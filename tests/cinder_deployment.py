@@ -33,7 +33,7 @@ from volmig.conf import CONF
 BACKENDS = ('nfs-a', 'nfs-b')
 # Run by the cinder-volume that loads volmig's manager.
 VOLMIG_BACKENDS = ('nfs-c', 'nfs-d')
-VOLMIG_MANAGER = 'volmig.cinder.manager.VolumeManager'
+VOLMIG_MANAGER = 'volmig.cinder_volume.manager.VolumeManager'
 # nfs-d's share: room for the writes of a guest, not for 256 MiB.
 SMALL_SHARE = '160m'
 PG_URL = 'postgresql+psycopg2://postgres@127.0.0.1:5432/postgres'

@@ -8,8 +8,8 @@ read/write without writing over each other.
 
 import os
 
-from volmig import guest_writes
 from volmig.compute.drivers import images
+from volmig.demo import writes as guest_writes
 
 BUILD = os.path.join(os.path.dirname(os.path.dirname(__file__)), 'build',
                      'guest-image')

@@ -10,7 +10,7 @@ from volmig import block_storage
 from volmig import client
 from volmig import context as volmig_context
 from volmig import states
-from volmig.conductor import rpcapi as conductor_rpcapi
+from volmig.conductor import operator_rpcapi
 
 
 class StorageRoleMixin:
@@ -20,7 +20,7 @@ class StorageRoleMixin:
         self.admin = volmig_context.get_admin_context()
         self.user = volmig_context.RequestContext(
             user_id='alice', project_id='project-a', roles=['member'])
-        self.conductor = conductor_rpcapi.ConductorAPI()
+        self.conductor = operator_rpcapi.OperatorAPI()
         self.client = client.MigrationClient(timeout=rpc_timeout)
         self.volumes = block_storage.get_adapter()
 

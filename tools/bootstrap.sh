@@ -139,7 +139,7 @@ mariadb -uroot -e "CREATE USER IF NOT EXISTS 'volmig_test'@'127.0.0.1'
 for job in "${jobs[@]}"; do
     wait "$job"
 done
-# volmig's manager for cinder-volume (volmig.cinder), on Cinder's pins;
+# volmig's cinder-volume plugin (volmig.cinder_volume), on Cinder's pins;
 # only now, as two editable installs would write volmig.egg-info at once.
 .venv-cinder/bin/pip install -q --no-deps -e .
 echo "volmig is installed in .venv, Cinder in .venv-cinder, Keystone in"

@@ -78,7 +78,7 @@ def check_transition(migration_id: str, old: str, new: str) -> None:
 
 
 # Cinder's migration of an attached volume, one move per old and new
-# volume (volmig.conductor.moves has the steps).
+# volume (volmig.conductor.cinder_moves has the steps).
 MOVE_REQUESTED, MOVE_STARTING = 'requested', 'starting'
 MOVE_COPYING, MOVE_COMPLETING, MOVE_RELEASING = ('copying', 'completing',
                                                  'releasing')
@@ -105,6 +105,19 @@ def check_move_transition(move_id: str, old: str, new: str) -> None:
         raise exception.Conflict(
             reason='volume move %s cannot go from %s to %s'
             % (move_id, old, new))
+
+
+# A pool move's statuses on its volume (``migration_status``: Cinder's
+# words, and ``queued`` while the copy cap holds it back);
+# volmig.volume_service.pool_moves has the steps.
+POOL_MOVE_QUEUED = 'queued'
+POOL_MOVE_STARTING = 'starting'
+POOL_MOVE_MIGRATING = 'migrating'
+# Holding a copy slot. It has started, or is starting, every attachment
+# it found: a new one would be left on src, which the move then deletes.
+POOL_MOVE_COPYING = (POOL_MOVE_STARTING, POOL_MOVE_MIGRATING)
+# Copying, or waiting for a pool's copy slot.
+POOL_MOVE_UNDER_WAY = POOL_MOVE_COPYING + (POOL_MOVE_QUEUED,)
 
 
 # Instance states.

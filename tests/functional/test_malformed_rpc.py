@@ -14,7 +14,7 @@ from tests.functional import base
 from volmig import exception
 from volmig import rpc
 from volmig import service
-from volmig.conductor import manager
+from volmig.conductor import operator_manager
 from volmig.conductor import rpcapi
 
 # Any JSON value a caller could send.
@@ -115,7 +115,7 @@ class MalformedRPCTest(base.ServicesTestCase):
     def test_operator_calls_are_served_on_their_topic_alone(self):
         main = self._client(service.CONDUCTOR)
         operator = self._client(service.CONDUCTOR, rpcapi.OPERATOR_TOPIC)
-        for name, required in endpoints(manager.OperatorEndpoint):
+        for name, required in endpoints(operator_manager.OperatorEndpoint):
             arguments = dict.fromkeys(required, 'x')
             # Reaches the method, which refuses the bogus id itself.
             self.assertRaises(exception.VolmigException, operator.call,

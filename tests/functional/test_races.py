@@ -13,6 +13,7 @@ from volmig import context as volmig_context
 from volmig import exception
 from volmig import states
 from volmig.db import api as db
+from volmig.db import instances as instances_db
 from volmig.db import locks
 
 
@@ -237,8 +238,8 @@ class MigrationRaceTest(base.ServicesTestCase):
                                    for a in volume['attachments']})
         self.assertEqual(['attached'] * len(servers),
                          [a['attach_status'] for a in volume['attachments']])
-        self.assertEqual(servers, {m['instance_uuid'] for m in db.bdm_get_all(
-            self.admin, volume_id=volume_id)})
+        mappings = instances_db.bdm_get_all(self.admin, volume_id=volume_id)
+        self.assertEqual(servers, {m['instance_uuid'] for m in mappings})
 
     def _other_mapping(self, other: dict, bdm: dict) -> dict:
         """A mapping that another conductor's attach recorded, of which
@@ -263,7 +264,7 @@ class MigrationRaceTest(base.ServicesTestCase):
         [other] = self.conductor.build_instances(self.user, 'other', [], 1,
                                                  None)
         self.wait_for_server(other['uuid'], states.VM_ACTIVE)
-        db.bdm_create(self.admin, self._other_mapping(other, bdm))
+        instances_db.bdm_create(self.admin, self._other_mapping(other, bdm))
         exc = self.assertRaises(exception.MigrationInProgress,
                                 self.client.start, self.ctxt,
                                 bdm['attachment_id'])
@@ -285,7 +286,7 @@ class MigrationRaceTest(base.ServicesTestCase):
             ctxt = volmig_context.get_admin_context()
             with db.transaction(ctxt) as session:
                 locks.lock_volume(session, bdm['volume_id'])
-                db.bdm_create(ctxt, self._other_mapping(other, bdm))
+                instances_db.bdm_create(ctxt, self._other_mapping(other, bdm))
                 held.set()
                 release.wait(30)
 

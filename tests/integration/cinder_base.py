@@ -21,7 +21,7 @@ from tests import openstack
 from tests import real_guest
 from tests.integration import base
 from tests.integration import real_guest_base
-from volmig.db import moves
+from volmig.db import cinder_moves as moves
 
 # (user, project): tenants of the cloud, each a member of its project.
 TENANTS = (('alice', 'tenant-a'), ('bob', 'tenant-b'))

@@ -12,9 +12,9 @@ import requests
 
 from tests import real_guest
 from tests.integration import base
-from volmig import guest_writes
 from volmig import states
 from volmig.compute.drivers import guests
+from volmig.demo import writes as guest_writes
 
 # A deadline for a hang, not a measure: on a CI machine 2.7 times slower
 # than usual, four guests booting beside another test worker's guests

@@ -12,9 +12,9 @@ import sqlalchemy as sa
 from tests import openstack
 from tests.integration import cinder_base
 from tests.integration import cluster
+from volmig.db import cinder_moves as moves
 from volmig.db import engine as db_engine
 from volmig.db import models
-from volmig.db import moves
 
 # The steps of a volume move that follow the copy.
 AFTER_COPY = ['completing', 'releasing', 'notifying']

@@ -1,5 +1,5 @@
 """The proposal inside Cinder: cinder-volume with volmig's manager
-(``volume_manager = volmig.cinder.manager.VolumeManager``) migrates an
+(``volume_manager = volmig.cinder_volume.manager.VolumeManager``) migrates an
 attached volume itself: volmig starts, Cinder copies, volmig completes.
 
 Each test starts that cinder-volume (backends nfs-c and nfs-d) on its own
@@ -20,9 +20,9 @@ from volmig import client
 from volmig import exception
 from volmig import signing
 from volmig import states
-from volmig.conductor import moves as conductor_moves
+from volmig.conductor import cinder_moves as conductor_moves
 from volmig.conf import CONF
-from volmig.db import moves
+from volmig.db import cinder_moves as moves
 
 # Seconds volmig-api waits for the conductor, where a test holds it down:
 # cinder-volume's calls then get no answer (ServiceTimeout) meanwhile.

@@ -31,8 +31,8 @@ from testtools import content
 from tests import libvirt_daemon
 from tests.integration import real_guest_base
 from tests.integration import test_libvirt
-from volmig import guest_writes
 from volmig import states
+from volmig.demo import writes as guest_writes
 
 RPC_TIMEOUT = 6
 # Longer than a call waits: each call to the conductor meanwhile is lost.

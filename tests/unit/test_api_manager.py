@@ -10,6 +10,7 @@ from volmig import context as volmig_context
 from volmig import exception
 from volmig import states
 from volmig.db import api as db
+from volmig.db import instances as instances_db
 
 
 class APIManagerTest(test_migration_conductor.ConductorTestBase):
@@ -19,7 +20,7 @@ class APIManagerTest(test_migration_conductor.ConductorTestBase):
         self.deployment = in_process.Deployment(self, self.conductor)
         self.client = self.deployment.client()
         self.service = volmig_context.get_service_context()
-        bdm = db.bdm_get_by_attachment(self.ctxt, self.src['id'])
+        bdm = instances_db.bdm_get_by_attachment(self.ctxt, self.src['id'])
         self.deployment.driver.spawn({'uuid': self.instance['uuid']}, [bdm])
         self.volume_id = bdm['volume_id']
 
@@ -83,7 +84,7 @@ class APIManagerTest(test_migration_conductor.ConductorTestBase):
                                            states.COMPLETED})
         self.assertEqual(dst['id'], self.disk().attachment_id)
         self.assertEqual([dst['id']], [
-            bdm['attachment_id'] for bdm in db.bdm_get_all(
+            bdm['attachment_id'] for bdm in instances_db.bdm_get_all(
                 self.ctxt, instance_uuid=self.instance['uuid'])])
 
     def test_a_refused_complete_reaches_no_agent(self):

@@ -9,7 +9,8 @@ import fixtures
 from oslo_config import cfg
 from oslotest import base
 
-from volmig.cinder import opts
+from tests import openstack
+from volmig.cinder_volume import opts
 
 GENERATOR = os.path.join(os.path.dirname(sys.executable),
                          'oslo-config-generator')
@@ -43,3 +44,25 @@ class CinderOptsTest(base.BaseTestCase):
         opts.register_opts(conf)
         self.assertRaises(ValueError, conf.set_override, 'timeout', 0,
                           group='volmig')
+
+
+class OldNameTest(base.BaseTestCase):
+    """cinder.conf files that name the plugin as the previous release did."""
+
+    def test_the_old_manager_path_loads_the_same_class_and_says_so(self):
+        # In Cinder's own environment: the manager imports Cinder.
+        python = os.path.join(openstack.CINDER_VENV, 'bin', 'python')
+        loaded = subprocess.run(
+            [python, '-c',
+             'import logging; logging.basicConfig(); '
+             'from oslo_utils import importutils; '
+             'from volmig.cinder_volume import manager; '
+             'cls = importutils.import_class('
+             '"volmig.cinder.manager.VolumeManager"); '
+             'print(cls is manager.VolumeManager)'],
+            capture_output=True, text=True, timeout=120, check=False)
+        self.assertEqual(0, loaded.returncode, loaded.stderr)
+        self.assertEqual('True', loaded.stdout.strip())
+        self.assertIn('Deprecated: volume_manager = '
+                      'volmig.cinder.manager.VolumeManager is deprecated',
+                      loaded.stderr)

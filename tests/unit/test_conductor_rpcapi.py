@@ -10,6 +10,7 @@ from volmig import context as volmig_context
 from volmig import exception
 from volmig import rpc
 from volmig import states
+from volmig.conductor import operator_rpcapi
 from volmig.conductor import rpcapi
 
 
@@ -155,7 +156,7 @@ class OperatorTopicTest(base.BaseTestCase):
 
     def _calls(self, cap):
         self.conf(conductor=cap, group='upgrade_levels')
-        api = rpcapi.ConductorAPI()
+        api = operator_rpcapi.OperatorAPI()
         api.delete_instance(self.ctxt, 'i-1')
         api.migration_abort(self.ctxt, 'm-1')
         return self.received
@@ -164,6 +165,18 @@ class OperatorTopicTest(base.BaseTestCase):
         self.assertEqual([(rpcapi.OPERATOR_TOPIC, 'delete_instance'),
                           (rpcapi.OPERATOR_TOPIC, 'migration_abort')],
                          self._calls('auto'))
+
+    def test_the_client_every_service_gets_has_none_of_them(self):
+        # What an agent or block storage is given: a bug that called an
+        # operator method from there fails here, not in RabbitMQ's refusal.
+        api = rpcapi.ConductorAPI()
+        for method in ('delete_instance', 'migration_abort',
+                       'migration_force_complete', 'migration_recover',
+                       'instance_reset_state', 'service_set_disabled',
+                       'service_delete', 'migration_count_by_status'):
+            self.assertFalse(hasattr(api, method), method)
+            self.assertTrue(callable(getattr(
+                operator_rpcapi.OperatorAPI(), method)), method)
 
     def test_the_main_topic_of_an_older_conductor(self):
         self.assertEqual([(rpcapi.TOPIC, 'delete_instance'),

@@ -14,6 +14,7 @@ from volmig import context as volmig_context
 from volmig import exception
 from volmig import states
 from volmig.db import api as db
+from volmig.db import instances as instances_db
 from volmig.db import models
 from volmig.db import schema
 from volmig.db import services as service_db
@@ -85,21 +86,21 @@ class InstanceTaskStateTest(DatabaseTestCase):
 
     def setUp(self):
         super().setUp()
-        db.instance_create(self.ctxt, {
+        instances_db.instance_create(self.ctxt, {
             'uuid': 'i-1', 'name': 'vm', 'host': 'h', 'vm_state': 'active',
             'power_state': 'running'})
 
     def test_compare_and_swap(self):
-        db.instance_update(self.ctxt, 'i-1',
-                           {'task_state': states.TASK_POWERING_OFF},
-                           expected_task_state=None)
+        instances_db.instance_update(self.ctxt, 'i-1',
+                                     {'task_state': states.TASK_POWERING_OFF},
+                                     expected_task_state=None)
         exc = self.assertRaises(exception.InstanceInvalidState,
-                                db.instance_update, self.ctxt, 'i-1',
+                                instances_db.instance_update, self.ctxt, 'i-1',
                                 {'task_state': states.TASK_DELETING},
                                 expected_task_state=None)
         self.assertIn(states.TASK_POWERING_OFF, str(exc))
-        self.assertEqual(states.TASK_POWERING_OFF,
-                         db.instance_get(self.ctxt, 'i-1')['task_state'])
+        self.assertEqual(states.TASK_POWERING_OFF, instances_db.instance_get(
+            self.ctxt, 'i-1')['task_state'])
 
     def test_begin_migration_locks_the_instance_atomically(self):
         values = {'uuid': 'm-1', 'instance_uuid': 'i-1', 'volume_id': 'v',
@@ -203,12 +204,13 @@ class InstanceTaskStateTest(DatabaseTestCase):
                                                      volume_id='v')))
 
     def test_unknown_records(self):
-        self.assertRaises(exception.InstanceNotFound, db.instance_get,
-                          self.ctxt, 'nope')
+        self.assertRaises(exception.InstanceNotFound,
+                          instances_db.instance_get, self.ctxt, 'nope')
         self.assertRaises(exception.MigrationNotFound, db.migration_get,
                           self.ctxt, 'nope')
         self.assertRaises(exception.AttachmentNotFound,
-                          db.bdm_get_by_attachment, self.ctxt, 'nope')
+                          instances_db.bdm_get_by_attachment, self.ctxt,
+                          'nope')
 
 
 class ConcurrentWritersTest(DatabaseTestCase):

@@ -12,7 +12,7 @@ from volmig.block_storage import fake
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.compute.drivers import base as driver_base
 from volmig.conductor import migrations
-from volmig.db import api as db
+from volmig.db import instances as instances_db
 from volmig.db import services as service_db
 
 
@@ -32,13 +32,13 @@ class ConductorTestBase(base.BaseTestCase):
                           compute_rpcapi.TOPIC, compute_rpcapi.RPC_API_VERSION,
                           {driver_base.LIVE_VOLUME_MIGRATION: True,
                            driver_base.MULTIATTACH: True})
-        self.instance = db.instance_create(self.ctxt, {
+        self.instance = instances_db.instance_create(self.ctxt, {
             'uuid': uuidutils.generate_uuid(), 'name': 'vm', 'host': 'h1',
             'project_id': 'p', 'user_id': 'u', 'vm_state': states.VM_ACTIVE,
             'power_state': states.POWER_RUNNING})
         volume = self.make_volume()
         self.src = self.attach(volume)
-        db.bdm_create(self.ctxt, {
+        instances_db.bdm_create(self.ctxt, {
             'instance_uuid': self.instance['uuid'],
             'volume_id': volume['id'], 'attachment_id': self.src['id'],
             'attach_mode': 'rw', 'device_name': '/dev/vda'})
@@ -70,8 +70,9 @@ class MigrationConductorTest(ConductorTestBase):
                                      starting=True)
         self.assertTrue(first['created'])
         self.assertEqual(states.STARTING, first['migration']['status'])
-        self.assertEqual(states.TASK_VOLUME_MIGRATING, db.instance_get(
-            self.ctxt, self.instance['uuid'])['task_state'])
+        self.assertEqual(states.TASK_VOLUME_MIGRATING,
+                         instances_db.instance_get(
+                             self.ctxt, self.instance['uuid'])['task_state'])
         # Another start while this one is under way gives way to it...
         self.assertRaises(exception.MigrationInProgress,
                           self.conductor.begin, self.ctxt, self.src['id'],
@@ -161,7 +162,7 @@ class MigrationConductorTest(ConductorTestBase):
         failed = self.conductor.get(self.ctxt, migration['id'])
         self.assertEqual((states.ERROR, 'the disk broke'),
                          (failed['status'], failed['error_reason']))
-        self.assertIsNone(db.instance_get(
+        self.assertIsNone(instances_db.instance_get(
             self.ctxt, self.instance['uuid'])['task_state'])
         self.assertEqual([True], self.ended)
 
@@ -186,7 +187,7 @@ class MigrationConductorTest(ConductorTestBase):
         self.assertEqual(states.SRC_RELEASED, switched['status'])
         self.assertEqual('attached', self.volumes.attachment_get(
             self.ctxt, dst['id'])['attach_status'])
-        self.assertEqual(dst['id'], db.bdm_get_by_volume(
+        self.assertEqual(dst['id'], instances_db.bdm_get_by_volume(
             self.ctxt, self.instance['uuid'],
             switched['volume_id'])['attachment_id'])
 

@@ -15,7 +15,7 @@ from volmig import states
 from volmig.compute import migrations as runner_mod
 from volmig.compute.drivers import base as base_driver
 from volmig.conductor import start
-from volmig.db import api as db
+from volmig.db import instances as instances_db
 
 
 class MigrationRunnerTest(test_migration_conductor.ConductorTestBase):
@@ -26,7 +26,8 @@ class MigrationRunnerTest(test_migration_conductor.ConductorTestBase):
         self.driver, self.runner, self.notes = (
             deployment.driver, deployment.runner, deployment.notes)
         self.agent = deployment.compute
-        self.bdm = db.bdm_get_by_attachment(self.ctxt, self.src['id'])
+        self.bdm = instances_db.bdm_get_by_attachment(self.ctxt,
+                                                      self.src['id'])
         self.driver.spawn({'uuid': self.instance['uuid']}, [self.bdm])
 
     def disk(self):
@@ -63,9 +64,9 @@ class MigrationRunnerTest(test_migration_conductor.ConductorTestBase):
 
     def test_a_refused_start_leaves_the_guest_on_src(self):
         self.driver.power_off({'uuid': self.instance['uuid']})
-        db.instance_update(self.ctxt, self.instance['uuid'],
-                           {'power_state': states.POWER_SHUTDOWN,
-                            'vm_state': states.VM_STOPPED})
+        instances_db.instance_update(self.ctxt, self.instance['uuid'],
+                                     {'power_state': states.POWER_SHUTDOWN,
+                                      'vm_state': states.VM_STOPPED})
         # Shut off, it migrates offline; the guest runs again before the
         # agent hears of it, so the driver refuses.
         begun = self.conductor.begin(self.ctxt, self.src['id'],
@@ -106,7 +107,7 @@ class MigrationRunnerTest(test_migration_conductor.ConductorTestBase):
         dst = self.completed()
         self.assertEqual((dst['id'], False),
                          (self.disk().attachment_id, self.disk().on_overlay))
-        self.assertEqual(dst['id'], db.bdm_get_by_volume(
+        self.assertEqual(dst['id'], instances_db.bdm_get_by_volume(
             self.ctxt, self.instance['uuid'],
             self.bdm['volume_id'])['attachment_id'])
 

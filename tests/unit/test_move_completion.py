@@ -11,9 +11,9 @@ from tests.unit import test_migration_conductor
 from volmig import exception
 from volmig import states
 from volmig.block_storage import fake
-from volmig.conductor import moves
-from volmig.db import api as db
-from volmig.db import moves as records
+from volmig.conductor import cinder_moves as moves
+from volmig.db import cinder_moves as records
+from volmig.db import instances as instances_db
 
 
 class Cinder(fake.FakeVolumeAdapter):
@@ -68,9 +68,10 @@ class MoveCompletionTest(test_migration_conductor.ConductorTestBase):
 
     def setUp(self):
         super().setUp()
-        self.bdm = db.bdm_get_by_attachment(self.ctxt, self.src['id'])
+        self.bdm = instances_db.bdm_get_by_attachment(self.ctxt,
+                                                      self.src['id'])
         self.volume_id = self.bdm['volume_id']
-        self.mover = moves.MoveConductor(self.volumes, None, 'c1')
+        self.mover = moves.CinderMoves(self.volumes, None, 'c1')
         # The move is at its last step: every guest on the new data, which
         # carries the volume's id; the old attachment is gone.
         move = records.add_request(
@@ -102,15 +103,15 @@ class MoveCompletionTest(test_migration_conductor.ConductorTestBase):
                          (attachment['instance_uuid'],
                           attachment['attach_status'],
                           attachment['attach_mode']))
-        bdm = db.bdm_get_by_attachment(self.ctxt, attachment['id'])
+        bdm = instances_db.bdm_get_by_attachment(self.ctxt, attachment['id'])
         self.assertEqual(self.bdm['id'], bdm['id'])
         self.assertEqual(self.volume_id,
                          bdm['connection_info']['data']['volume_id'])
 
     def test_a_resumed_step_neither_calls_nor_attaches_twice(self):
         self.volumes.loses_attachments = True
-        self.mover._tell_cinder(self.ctxt, self.move, error=False)
-        self.mover._keep_attachments(self.ctxt, self.move)
+        self.mover.attachments.tell_cinder(self.ctxt, self.move, error=False)
+        self.mover.attachments.keep(self.ctxt, self.move)
         [first] = self.attachments()
         # The conductor died here and runs the step again.
         self.mover._notifying(self.ctxt, self.move)
@@ -131,12 +132,12 @@ class MoveCompletionTest(test_migration_conductor.ConductorTestBase):
         [attachment] = self.attachments()
         self.assertEqual((made['id'], 'attached'),
                          (attachment['id'], attachment['attach_status']))
-        self.assertEqual(self.volume_id, db.bdm_get_by_attachment(
+        self.assertEqual(self.volume_id, instances_db.bdm_get_by_attachment(
             self.ctxt, made['id'])['connection_info']['data']['volume_id'])
 
     def test_an_attachment_cinder_kept_is_left_alone(self):
         self.mover._notifying(self.ctxt, self.move)
         self.assertEqual([self.src['id']],
                          [a['id'] for a in self.attachments()])
-        self.assertEqual(self.src['id'], db.bdm_get_by_attachment(
+        self.assertEqual(self.src['id'], instances_db.bdm_get_by_attachment(
             self.ctxt, self.src['id'])['attachment_id'])

@@ -24,6 +24,7 @@ from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import migrations
 from volmig.conductor import services
 from volmig.db import api as db
+from volmig.db import instances as instances_db
 from volmig.db import models
 from volmig.db import services as service_db
 
@@ -172,7 +173,7 @@ class QueryBudgetTest(test_migration_conductor.ConductorTestBase):
         """The least loaded host that is up and enabled, by name on a
         tie; a deleted server weighs nothing."""
         def server(host, deleted=False):
-            db.instance_create(self.ctxt, {
+            instances_db.instance_create(self.ctxt, {
                 'uuid': uuidutils.generate_uuid(), 'name': 'vm',
                 'host': host, 'project_id': 'p', 'user_id': 'u',
                 'vm_state': states.VM_ACTIVE,

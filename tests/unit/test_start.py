@@ -12,6 +12,7 @@ from volmig.api import manager as api_manager
 from volmig.conductor import services
 from volmig.conductor import start
 from volmig.db import api as db
+from volmig.db import instances as instances_db
 from volmig.db import services as service_db
 
 
@@ -73,7 +74,7 @@ class StartTest(test_migration_conductor.ConductorTestBase):
                          (failed['status'], failed['recovery_needed'],
                           failed['owner']))
         self.assertIn('no overlay room', failed['error_reason'])
-        self.assertIsNone(db.instance_get(
+        self.assertIsNone(instances_db.instance_get(
             self.ctxt, self.instance['uuid'])['task_state'])
 
     def test_a_silent_agent_hands_the_start_to_the_healer(self):

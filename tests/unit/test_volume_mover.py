@@ -19,8 +19,9 @@ from volmig.block_storage import base
 from volmig.cmd import manage
 from volmig.conf import CONF
 from volmig.db import api as db
+from volmig.db import instances as instances_db
 from volmig.volume_service import manager as storage_manager
-from volmig.volume_service import move
+from volmig.volume_service import pool_moves as move
 
 SIZE_MB = 4
 
@@ -51,10 +52,10 @@ class MoverTest(test_migration_conductor.ConductorTestBase):
         self.deployment = deployment = in_process.Deployment(
             self, self.conductor)
         self.driver = deployment.driver
-        self.bdm = db.bdm_get_by_attachment(self.ctxt, self.src['id'])
+        self.bdm = instances_db.bdm_get_by_attachment(self.ctxt,
+                                                      self.src['id'])
         self.driver.spawn({'uuid': self.instance['uuid']}, [self.bdm])
-        self.mover = move.Mover(self.volumes, CONF,
-                                           deployment.client())
+        self.mover = move.Mover(self.volumes, CONF, deployment.client())
         self.addCleanup(self.mover.stop)
         self.service = volmig_context.get_service_context()
 
@@ -107,7 +108,7 @@ class MoverTest(test_migration_conductor.ConductorTestBase):
         disk = self.driver.guest_disk(self.instance['uuid'], moved['id'])
         self.assertEqual((attachment['id'], False),
                          (disk.attachment_id, disk.on_overlay))
-        self.assertEqual(attachment['id'], db.bdm_get_by_volume(
+        self.assertEqual(attachment['id'], instances_db.bdm_get_by_volume(
             self.ctxt, self.instance['uuid'], moved['id'])['attachment_id'])
         self.wait_for_the_commit()
 
@@ -137,7 +138,7 @@ class MoverTest(test_migration_conductor.ConductorTestBase):
         copies: the copy stops at its next check, rather than running to
         its end for a complete that cannot come, and src stays whole."""
         self.useFixture(fixtures.MonkeyPatch(
-            'volmig.volume_service.move.STILL_STARTED_INTERVAL', 0))
+            'volmig.volume_service.pool_moves.STILL_STARTED_INTERVAL', 0))
         CONF.set_override('copy_chunk_kb', 64, 'storage')
         # 4 MiB at 1 MiB/s: four seconds of copy, of which a progress
         # record (half a second) after the cancel is needed.
@@ -269,7 +270,7 @@ class MoverTest(test_migration_conductor.ConductorTestBase):
             self.assertEqual(self.data, dst.read())
         self.assertEqual([], self.pool_files('pool-a'))
         [attachment] = moved['attachments']
-        self.assertEqual(attachment['id'], db.bdm_get_by_volume(
+        self.assertEqual(attachment['id'], instances_db.bdm_get_by_volume(
             self.ctxt, self.instance['uuid'], moved['id'])['attachment_id'])
 
     def test_a_failed_move_whose_guest_is_back_on_src_drops_dst(self):

@@ -24,6 +24,7 @@ from volmig import context as volmig_context
 from volmig import signing
 from volmig.conf import CONF
 from volmig.db import api as db
+from volmig.db import instances as instances_db
 
 # The kinds of host that drive the migrations of each backend's volumes.
 DRIVERS = {'file': (signing.VOLUME,), 'cinder': (signing.CLIENT,),
@@ -43,7 +44,8 @@ def _volume_id(ctxt, src_attachment_id: str) -> str:
         ctxt, src_attachment_id)
     if migration is not None:
         return migration['volume_id']
-    return db.bdm_get_by_attachment(ctxt, src_attachment_id)['volume_id']
+    return instances_db.bdm_get_by_attachment(
+        ctxt, src_attachment_id)['volume_id']
 
 
 class Senders:

@@ -29,7 +29,7 @@ from volmig.cli import pools as pools_cli
 from volmig.cmd import keys
 from volmig.cmd import manage_parser
 from volmig.compute.drivers import images
-from volmig.conductor import rpcapi as conductor_rpcapi
+from volmig.conductor import operator_rpcapi
 from volmig.conf import CONF
 from volmig.db import schema as schema
 from volmig.volume_service import rpcapi as storage_rpcapi
@@ -72,7 +72,7 @@ def migration_of(vol: dict) -> str:
     """A volume's migration as ``volume list`` shows it."""
     if vol.get('migration_status') == 'error' and vol.get('migration_dst'):
         # Both volumes kept, a guest perhaps on dst: shown until its
-        # guests' migrations settle it (volume_service.recovery).
+        # guests' migrations settle it (volume_service.unfinished).
         return 'error, unsettled (dst %s kept): %s' % (
             vol['migration_dst'], vol['migration_error'])
     return vol.get('migration_status') or ''
@@ -153,7 +153,7 @@ MIGRATION_FIELDS = ('id', 'status', 'mode', 'host', 'instance_uuid',
 
 
 def _conductor():
-    return conductor_rpcapi.ConductorAPI()
+    return operator_rpcapi.OperatorAPI()
 
 
 def _print_migration(migration: dict) -> None:

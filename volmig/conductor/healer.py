@@ -23,6 +23,7 @@ from volmig.conductor import migrations as migration_conductor
 from volmig.conductor import services
 from volmig.conf import CONF
 from volmig.db import api as db
+from volmig.db import instances as instances_db
 from volmig.db import services as service_db
 
 LOG = logging.getLogger(__name__)
@@ -95,8 +96,8 @@ class Healer:
     def work(self, ctxt, migration: dict) -> dict:
         """What an agent needs to reconcile one migration."""
         try:
-            bdm = db.bdm_get_by_volume(ctxt, migration['instance_uuid'],
-                                       migration['volume_id'])
+            bdm = instances_db.bdm_get_by_volume(
+                ctxt, migration['instance_uuid'], migration['volume_id'])
         except exception.NotFound:
             bdm = None
         dst_connection_info = None
@@ -143,7 +144,7 @@ class Healer:
     @staticmethod
     def _clear_stuck_tasks(ctxt, down: dict) -> None:
         for host in down:
-            for instance in db.instance_get_all(ctxt, host=host):
+            for instance in instances_db.instance_get_all(ctxt, host=host):
                 values: dict = {}
                 if instance['task_state'] in _AGENT_TASKS:
                     values['task_state'] = None
@@ -154,7 +155,8 @@ class Healer:
                                 'is down; resetting %(values)s',
                                 {'uuid': instance['uuid'], 'host': host,
                                  'values': values})
-                    db.instance_update(ctxt, instance['uuid'], values)
+                    instances_db.instance_update(ctxt, instance['uuid'],
+                                                 values)
 
     def _retry_lost_tasks(self, ctxt, down: dict) -> None:
         """Tasks on live hosts whose cast was lost (a broker restart).
@@ -163,8 +165,8 @@ class Healer:
         is cleared; the server shows its last known power state.
         """
         age = datetime.timedelta(seconds=CONF.conductor.task_timeout)
-        for instance in db.instances_in_task_older_than(ctxt, _AGENT_TASKS,
-                                                        age):
+        for instance in instances_db.instances_in_task_older_than(
+                ctxt, _AGENT_TASKS, age):
             if instance['host'] in down:
                 continue
             LOG.warning('Server %(uuid)s has been %(task)s for over %(age)d '
@@ -177,12 +179,13 @@ class Healer:
                          else 'clearing it'})
             if instance['task_state'] == states.TASK_DELETING:
                 # The same task again: this also restarts its clock.
-                db.instance_update(ctxt, instance['uuid'],
-                                   {'task_state': states.TASK_DELETING})
+                instances_db.instance_update(
+                    ctxt, instance['uuid'],
+                    {'task_state': states.TASK_DELETING})
                 self.compute_api.terminate_instance(ctxt, instance['host'],
                                                     instance)
             else:
-                db.instance_update(ctxt, instance['uuid'],
-                                   {'task_state': None},
-                                   expected_task_state=instance[
+                instances_db.instance_update(ctxt, instance['uuid'],
+                                             {'task_state': None},
+                                             expected_task_state=instance[
                                        'task_state'])

@@ -15,6 +15,7 @@ from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import rules
 from volmig.conductor import services
 from volmig.db import api as db
+from volmig.db import instances as instances_db
 from volmig.db import locks
 from volmig.db import services as service_db
 
@@ -34,20 +35,20 @@ class InstanceConductor:
     # Reads.
 
     def get(self, ctxt, instance_uuid: str) -> dict:
-        instance = db.instance_get(ctxt, instance_uuid)
-        instance['block_devices'] = db.bdm_get_all(
+        instance = instances_db.instance_get(ctxt, instance_uuid)
+        instance['block_devices'] = instances_db.bdm_get_all(
             ctxt, instance_uuid=instance_uuid)
         return instance
 
     def get_all(self, ctxt, host: str | None = None, **page) -> list[dict]:
         """Servers with their mappings; ``page``: ``name``, ``limit``,
-        ``marker`` (``db.instance_get_all``)."""
+        ``marker`` (``instances_db.instance_get_all``)."""
         project_id = None if ctxt.is_admin else ctxt.project_id
-        found = db.instance_get_all(ctxt, host=host, project_id=project_id,
-                                    **page)
+        found = instances_db.instance_get_all(ctxt, host=host,
+                                              project_id=project_id, **page)
         by_instance: dict[str, list] = {i['uuid']: [] for i in found}
         # The page's mappings only: every server's cost a list its size.
-        for bdm in db.bdm_get_all(ctxt, list(by_instance)):
+        for bdm in instances_db.bdm_get_all(ctxt, list(by_instance)):
             by_instance.get(bdm['instance_uuid'], []).append(bdm)
         for instance in found:
             instance['block_devices'] = by_instance[instance['uuid']]
@@ -109,7 +110,7 @@ class InstanceConductor:
                         boot_index: int | None) -> dict:
         attachment = self.connect(ctxt, instance, volume, attach_mode)
         try:
-            return db.bdm_create(ctxt, {
+            return instances_db.bdm_create(ctxt, {
                 'instance_uuid': instance['uuid'], 'volume_id': volume['id'],
                 'attachment_id': attachment['id'],
                 'attach_mode': attach_mode,
@@ -121,9 +122,9 @@ class InstanceConductor:
             raise
 
     def _discard(self, ctxt, instance_uuid: str) -> None:
-        for bdm in db.bdm_get_all(ctxt, instance_uuid=instance_uuid):
+        for bdm in instances_db.bdm_get_all(ctxt, instance_uuid=instance_uuid):
             self.volume_api.attachment_delete(ctxt, bdm['attachment_id'])
-        db.instance_destroy(ctxt, instance_uuid)
+        instances_db.instance_destroy(ctxt, instance_uuid)
 
     # Servers.
 
@@ -146,7 +147,7 @@ class InstanceConductor:
         built = []
         try:
             for number in range(count):
-                instance = db.instance_create(ctxt, {
+                instance = instances_db.instance_create(ctxt, {
                     'uuid': uuidutils.generate_uuid(),
                     'name': name if count == 1 else '%s-%d' % (name,
                                                                number + 1),
@@ -177,9 +178,9 @@ class InstanceConductor:
         return built
 
     def built(self, ctxt, instance_uuid: str, power_state: str) -> dict:
-        for bdm in db.bdm_get_all(ctxt, instance_uuid=instance_uuid):
+        for bdm in instances_db.bdm_get_all(ctxt, instance_uuid=instance_uuid):
             self.volume_api.attachment_complete(ctxt, bdm['attachment_id'])
-        return db.instance_update(ctxt, instance_uuid, {
+        return instances_db.instance_update(ctxt, instance_uuid, {
             'vm_state': states.VM_ACTIVE, 'power_state': power_state})
 
     def power_changed(self, ctxt, instance_uuid: str, power_state: str,
@@ -188,16 +189,16 @@ class InstanceConductor:
 
         A power task ends here; a migration's lock is the migration's.
         """
-        instance = db.instance_get(ctxt, instance_uuid)
+        instance = instances_db.instance_get(ctxt, instance_uuid)
         values: dict = {'power_state': power_state, 'vm_state': vm_state}
         if instance['task_state'] in (states.TASK_POWERING_OFF,
                                       states.TASK_POWERING_ON):
             values['task_state'] = None
-        return db.instance_update(ctxt, instance_uuid, values)
+        return instances_db.instance_update(ctxt, instance_uuid, values)
 
     def build_failed(self, ctxt, instance_uuid: str,
                      reason: str | None = None) -> dict:
-        return db.instance_update(ctxt, instance_uuid, dict(
+        return instances_db.instance_update(ctxt, instance_uuid, dict(
             self._fault(reason), vm_state=states.VM_ERROR, task_state=None))
 
     @staticmethod
@@ -208,12 +209,12 @@ class InstanceConductor:
 
     def begin_task(self, ctxt, instance_uuid: str, action: str,
                     task_state: str) -> dict:
-        instance = db.instance_get(ctxt, instance_uuid)
+        instance = instances_db.instance_get(ctxt, instance_uuid)
         rules.check_instance_idle(instance, action)
         try:
-            return db.instance_update(ctxt, instance_uuid,
-                                      {'task_state': task_state},
-                                      expected_task_state=None)
+            return instances_db.instance_update(ctxt, instance_uuid,
+                                                {'task_state': task_state},
+                                                expected_task_state=None)
         except exception.InstanceInvalidState as exc:
             raise exception.InstanceInvalidState(
                 action=action, instance_uuid=instance_uuid,
@@ -230,7 +231,7 @@ class InstanceConductor:
                                     states.TASK_POWERING_ON)
         self.compute_api.start_instance(
             ctxt, instance['host'], instance,
-            db.bdm_get_all(ctxt, instance_uuid=instance_uuid))
+            instances_db.bdm_get_all(ctxt, instance_uuid=instance_uuid))
         return instance
 
     def delete(self, ctxt, instance_uuid: str) -> dict:
@@ -241,7 +242,7 @@ class InstanceConductor:
 
     def console_output(self, ctxt, instance_uuid: str,
                        length: int | None) -> str:
-        instance = db.instance_get(ctxt, instance_uuid)
+        instance = instances_db.instance_get(ctxt, instance_uuid)
         return self.compute_api.get_console_output(
             ctxt, instance['host'], instance, length)
 
@@ -253,7 +254,7 @@ class InstanceConductor:
     def attach_volume(self, ctxt, instance_uuid: str, volume_id: str,
                       attach_mode: str) -> dict:
         rules.check_attach_mode(attach_mode)
-        instance = db.instance_get(ctxt, instance_uuid)
+        instance = instances_db.instance_get(ctxt, instance_uuid)
         volume = self.volume_api.get_volume(ctxt, volume_id)
         if any(a['instance_uuid'] == instance_uuid
                for a in volume['attachments']):
@@ -267,7 +268,8 @@ class InstanceConductor:
         instance = self.begin_task(ctxt, instance_uuid, 'attach a volume to',
                                     states.TASK_ATTACHING)
         try:
-            index = len(db.bdm_get_all(ctxt, instance_uuid=instance_uuid))
+            index = len(instances_db.bdm_get_all(
+                ctxt, instance_uuid=instance_uuid))
             bdm = self._attach_records(ctxt, instance, volume, attach_mode,
                                        index, None)
             try:
@@ -281,16 +283,17 @@ class InstanceConductor:
                     ctxt, instance['host'], instance, bdm,
                     host_version=service['version'])
             except Exception:
-                db.bdm_destroy(ctxt, bdm['id'])
+                instances_db.bdm_destroy(ctxt, bdm['id'])
                 self.volume_api.attachment_delete(ctxt, bdm['attachment_id'])
                 raise
             self.volume_api.attachment_complete(ctxt, bdm['attachment_id'])
         finally:
-            db.instance_update(ctxt, instance_uuid, {'task_state': None})
+            instances_db.instance_update(ctxt, instance_uuid,
+                                         {'task_state': None})
         return bdm
 
     def detach_volume(self, ctxt, instance_uuid: str, volume_id: str) -> None:
-        bdm = db.bdm_get_by_volume(ctxt, instance_uuid, volume_id)
+        bdm = instances_db.bdm_get_by_volume(ctxt, instance_uuid, volume_id)
         instance = self.begin_task(ctxt, instance_uuid,
                                     'detach a volume from',
                                     states.TASK_DETACHING)
@@ -298,10 +301,10 @@ class InstanceConductor:
 
     def volume_detached(self, ctxt, instance_uuid: str,
                         volume_id: str) -> None:
-        bdm = db.bdm_get_by_volume(ctxt, instance_uuid, volume_id)
+        bdm = instances_db.bdm_get_by_volume(ctxt, instance_uuid, volume_id)
         self.volume_api.attachment_delete(ctxt, bdm['attachment_id'])
-        db.bdm_destroy(ctxt, bdm['id'])
-        db.instance_update(ctxt, instance_uuid, {'task_state': None})
+        instances_db.bdm_destroy(ctxt, bdm['id'])
+        instances_db.instance_update(ctxt, instance_uuid, {'task_state': None})
 
     def volume_detach_failed(self, ctxt, instance_uuid: str, volume_id: str,
                              reason: str) -> None:
@@ -310,7 +313,7 @@ class InstanceConductor:
                     'failed: %(reason)s', {'volume': volume_id,
                                            'server': instance_uuid,
                                            'reason': reason})
-        db.instance_update(ctxt, instance_uuid, dict(
+        instances_db.instance_update(ctxt, instance_uuid, dict(
             self._fault('Detaching volume %s failed: %s'
                         % (volume_id, reason)), task_state=None),
             expected_task_state=states.TASK_DETACHING)

@@ -1,5 +1,6 @@
 """Server side of the conductor's RPC API; a thin layer over the
-conductor's modules. Methods mirror ``rpcapi`` one to one."""
+conductor's modules. Methods mirror ``rpcapi`` one to one (the operator
+topic's, ``operator_rpcapi``, are ``operator_manager``'s)."""
 
 from oslo_log import log as logging
 import oslo_messaging as messaging
@@ -11,10 +12,11 @@ from volmig import exception
 from volmig import rpc
 from volmig import signing
 from volmig.compute import rpcapi as compute_rpcapi
+from volmig.conductor import cinder_moves
 from volmig.conductor import healer
 from volmig.conductor import instances
 from volmig.conductor import migrations
-from volmig.conductor import moves
+from volmig.conductor import operator_manager
 from volmig.conductor import queue
 from volmig.conductor import recovery
 from volmig.conductor import rpcapi
@@ -23,6 +25,7 @@ from volmig.conductor import services
 from volmig.conductor import swaps
 from volmig.conf import CONF
 from volmig.db import api as db
+from volmig.db import instances as instances_db
 from volmig.db import services as service_db
 
 LOG = logging.getLogger(__name__)
@@ -53,9 +56,10 @@ class ConductorManager:
         compute_api = compute_rpcapi.ComputeAPI(
             lambda: min_service_version(volmig_context.get_admin_context(),
                                         compute_rpcapi.BINARY))
-        self.moves = moves.MoveConductor(volume_api, compute_api, host)
+        self.cinder_moves = cinder_moves.CinderMoves(volume_api, compute_api,
+                                                     host)
         self.instances = instances.InstanceConductor(volume_api, compute_api)
-        self.swaps = swaps.SwapConductor(self.instances, self.moves)
+        self.swaps = swaps.SwapConductor(self.instances, self.cinder_moves)
         self.migrations = migrations.MigrationConductor(
             volume_api, on_end=self._migration_ended)
         self.queue = queue.MigrationQueue(self.migrations, compute_api,
@@ -63,7 +67,8 @@ class ConductorManager:
         self.healer = healer.Healer(self.migrations, compute_api)
         self.recovery = recovery.OperatorRecovery(
             self.migrations, self.healer, compute_api)
-        self.operators = OperatorEndpoint(self.instances, self.recovery)
+        self.operators = operator_manager.OperatorEndpoint(self.instances,
+                                                           self.recovery)
 
     @staticmethod
     def _own(ctxt, method: str, instance_uuid=None, migration_id=None):
@@ -72,8 +77,8 @@ class ConductorManager:
         sender = ctxt.sender
         if sender is None or sender.service == signing.CONTROLLER:
             return
-        record = (db.instance_get(ctxt, instance_uuid) if instance_uuid
-                  else db.migration_get(ctxt, migration_id))
+        record = (instances_db.instance_get(ctxt, instance_uuid)
+                  if instance_uuid else db.migration_get(ctxt, migration_id))
         signing.check_host(ctxt, record['host'], method)
 
     # Service plumbing.
@@ -92,7 +97,7 @@ class ConductorManager:
         # The moves a previous process of this conductor left are taken
         # up as soon as it serves, not a heal interval later.
         return [(CONF.conductor.heal_interval, self.heal),
-                (CONF.conductor.heal_interval, self.moves.resume, 0),
+                (CONF.conductor.heal_interval, self.cinder_moves.resume, 0),
                 (CONF.conductor.queue_interval, self.queue.dispatch)]
 
     def _migration_ended(self) -> None:
@@ -190,7 +195,7 @@ class ConductorManager:
             raise exception.InvalidInput(
                 field='values', reason='an agent may report power_state and '
                 'vm_state, and clear task_state; not %s' % sorted(values))
-        return db.instance_update(ctxt, instance_uuid, values)
+        return instances_db.instance_update(ctxt, instance_uuid, values)
 
     @rpc.endpoint(senders=AGENTS, unsigned=True)
     def instance_power_changed(self, ctxt, instance_uuid, power_state,
@@ -307,45 +312,3 @@ class ConductorManager:
         self._own(ctxt, 'migration_fail', migration_id=migration_id)
         return self.migrations.fail(ctxt, migration_id, reason,
                                     recovery_needed)
-
-
-class OperatorEndpoint:
-    """The calls that delete or override records: only volmig-api and
-    volmig-manage make them. They are served on a topic of their own,
-    which ``tools/rabbitmq-setup.sh`` opens to those two users alone; an
-    agent's user may not publish there."""
-
-    target = messaging.Target(version=rpcapi.RPC_API_VERSION)
-
-    def __init__(self, instances_conductor, operator_recovery):
-        self.instances = instances_conductor
-        self.recovery = operator_recovery
-
-    @rpc.endpoint
-    def service_set_disabled(self, ctxt, binary, host, disabled,
-                             reason=None):
-        return services.set_disabled(ctxt, binary, host, disabled, reason)
-
-    @rpc.endpoint
-    def service_delete(self, ctxt, binary, host):
-        services.delete(ctxt, binary, host)
-
-    @rpc.endpoint
-    def delete_instance(self, ctxt, instance_uuid):
-        return self.instances.delete(ctxt, instance_uuid)
-
-    @rpc.endpoint
-    def migration_abort(self, ctxt, migration_id):
-        return self.recovery.abort(ctxt, migration_id)
-
-    @rpc.endpoint
-    def migration_force_complete(self, ctxt, migration_id):
-        return self.recovery.force_complete(ctxt, migration_id)
-
-    @rpc.endpoint
-    def migration_recover(self, ctxt, migration_id, side=None):
-        return self.recovery.recover(ctxt, migration_id, side)
-
-    @rpc.endpoint
-    def instance_reset_state(self, ctxt, instance_uuid, vm_state):
-        return self.recovery.reset_instance(ctxt, instance_uuid, vm_state)

@@ -32,6 +32,7 @@ from volmig.conductor import rpcapi as conductor_rpcapi
 from volmig.conductor import start
 from volmig.conf import CONF
 from volmig.db import api as db
+from volmig.db import instances as instances_db
 from volmig.db import services as service_db
 
 LOG = logging.getLogger(__name__)
@@ -138,7 +139,8 @@ class MigrationQueue:
             except exception.InvalidMigrationState:
                 return  # cancelled meanwhile, or another conductor's now
         LOG.info('Volume migration %s leaves the queue', migration['id'])
-        bdm = db.bdm_get_by_attachment(ctxt, migration['src_attachment_id'])
+        bdm = instances_db.bdm_get_by_attachment(
+            ctxt, migration['src_attachment_id'])
         try:
             start.run(ctxt, self.compute_api, self.migrations, migration,
                       bdm)

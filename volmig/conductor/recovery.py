@@ -14,6 +14,7 @@ from volmig.conductor import healer as healer_mod
 from volmig.conductor import migrations as migration_conductor
 from volmig.conductor import services
 from volmig.db import api as db
+from volmig.db import instances as instances_db
 from volmig.db import services as service_db
 
 LOG = logging.getLogger(__name__)
@@ -133,7 +134,7 @@ class OperatorRecovery:
             raise exception.InvalidInput(
                 field='state', reason='expected active, stopped or error, '
                 'not %r' % vm_state)
-        db.instance_get(ctxt, instance_uuid)
+        instances_db.instance_get(ctxt, instance_uuid)
         busy = db.migration_get_all(ctxt, status=states.IN_PROGRESS,
                                     instance_uuid=instance_uuid)
         if busy:
@@ -144,7 +145,7 @@ class OperatorRecovery:
                 % busy[0]['status'])
         LOG.warning('Server %(uuid)s reset to %(state)s by an operator',
                     {'uuid': instance_uuid, 'state': vm_state})
-        return db.instance_update(ctxt, instance_uuid, {
+        return instances_db.instance_update(ctxt, instance_uuid, {
             'task_state': None, 'vm_state': vm_state})
 
     def _require_agent(self, ctxt, migration: dict, action: str) -> None:

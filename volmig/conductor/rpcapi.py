@@ -8,9 +8,9 @@ from oslo_log import log as logging
 
 from volmig import context as volmig_context
 from volmig import exception
-from volmig import paging
 from volmig import rpc
 from volmig import states
+from volmig.conductor import paging
 from volmig.conf import CONF
 
 LOG = logging.getLogger(__name__)
@@ -34,7 +34,9 @@ VERSION_ALIASES = {
 
 
 class ConductorAPI:
-    """Calls to the conductor, capped by ``[upgrade_levels] conductor``.
+    """Calls to the conductor, capped by ``[upgrade_levels] conductor``:
+    what every service may ask and report (the controllers' own calls are
+    ``volmig.conductor.operator_rpcapi.OperatorAPI``'s).
 
     ``auto`` asks the conductors (any version answers) for the lowest
     version they announce, once, on first use.
@@ -107,36 +109,6 @@ class ConductorAPI:
     def service_min_version(self, ctxt, binary):
         return self._call(ctxt, 'service_min_version', binary=binary)
 
-    def _operations_client(self, what: str):
-        if not self.can_send_version(OPERATIONS_VERSION):
-            raise exception.ServiceTooOld(service=BINARY, feature=what,
-                                          needed=OPERATIONS_VERSION)
-        return self.client.prepare(version=OPERATIONS_VERSION)
-
-    def _operator(self, version: str):
-        """Where the calls that delete or override records go: their own
-        topic, or the main one for a conductor older than 1.6."""
-        if self.can_send_version(OPERATOR_TOPIC_VERSION):
-            return self.client.prepare(topic=OPERATOR_TOPIC,
-                                       version=OPERATOR_TOPIC_VERSION)
-        return self.client.prepare(version=version)
-
-    def service_set_disabled(self, ctxt, binary, host, disabled,
-                             reason=None):
-        self._operations_client('service disable')
-        return self._operator(OPERATIONS_VERSION).call(
-            ctxt, 'service_set_disabled', binary=binary, host=host,
-            disabled=disabled, reason=reason)
-
-    def service_delete(self, ctxt, binary, host):
-        self._operations_client('service delete')
-        return self._operator(OPERATIONS_VERSION).call(
-            ctxt, 'service_delete', binary=binary, host=host)
-
-    def migration_count_by_status(self, ctxt):
-        return self._operations_client('metrics').call(
-            ctxt, 'migration_count_by_status')
-
     # Instances: what users ask for.
 
     def _guests_version(self, what: str) -> str:
@@ -186,10 +158,6 @@ class ConductorAPI:
 
     def start_instance(self, ctxt, instance_uuid):
         return self._call(ctxt, 'start_instance', instance_uuid=instance_uuid)
-
-    def delete_instance(self, ctxt, instance_uuid):
-        return self._operator('1.0').call(ctxt, 'delete_instance',
-                                          instance_uuid=instance_uuid)
 
     def attach_volume(self, ctxt, instance_uuid, volume_id, attach_mode='rw'):
         return self._call(ctxt, 'attach_volume', instance_uuid=instance_uuid,
@@ -372,25 +340,3 @@ class ConductorAPI:
     def migration_fail(self, ctxt, migration_id, reason, recovery_needed):
         return self._call(ctxt, 'migration_fail', migration_id=migration_id,
                           reason=reason, recovery_needed=recovery_needed)
-
-    # What operators run.
-
-    def _operator_call(self, ctxt, method, **kwargs):
-        return self._operator(OWNER_VERSION).call(ctxt, method, **kwargs)
-
-    def migration_abort(self, ctxt, migration_id):
-        return self._operator_call(ctxt, 'migration_abort',
-                                   migration_id=migration_id)
-
-    def migration_force_complete(self, ctxt, migration_id):
-        return self._operator_call(ctxt, 'migration_force_complete',
-                                   migration_id=migration_id)
-
-    def migration_recover(self, ctxt, migration_id, side=None):
-        return self._operator_call(ctxt, 'migration_recover',
-                                   migration_id=migration_id, side=side)
-
-    def instance_reset_state(self, ctxt, instance_uuid, vm_state):
-        return self._operator_call(ctxt, 'instance_reset_state',
-                                   instance_uuid=instance_uuid,
-                                   vm_state=vm_state)

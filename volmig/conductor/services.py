@@ -14,7 +14,7 @@ from volmig import owners
 from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conf import CONF
-from volmig.db import api as db
+from volmig.db import instances as instances_db
 from volmig.db import services as service_db
 
 
@@ -66,7 +66,7 @@ def delete(ctxt, binary: str, host: str) -> None:
     if service_is_up(service):
         raise exception.ServiceIsUp(binary=binary, host=host)
     if binary == compute_rpcapi.BINARY:
-        servers = db.instance_get_all(ctxt, host=host)
+        servers = instances_db.instance_get_all(ctxt, host=host)
         if servers:
             raise exception.ServiceInUse(binary=binary, host=host,
                                          count=len(servers))

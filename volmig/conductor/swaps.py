@@ -12,10 +12,11 @@ from oslo_log import log as logging
 from volmig import signing
 from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
+from volmig.conductor import cinder_moves
 from volmig.conductor import instances as instances_mod
-from volmig.conductor import moves
 from volmig.conductor import rules
 from volmig.db import api as db
+from volmig.db import instances as instances_db
 from volmig.db import services as service_db
 
 LOG = logging.getLogger(__name__)
@@ -24,11 +25,11 @@ LOG = logging.getLogger(__name__)
 class SwapConductor:
 
     def __init__(self, instances: instances_mod.InstanceConductor,
-                 moves_conductor: moves.MoveConductor):
+                 moves: cinder_moves.CinderMoves):
         self.instances = instances
         self.volume_api = instances.volume_api
         self.compute_api = instances.compute_api
-        self.moves = moves_conductor
+        self.cinder_moves = moves
 
     def swap_volume(self, ctxt, instance_uuid: str, old_volume_id: str,
                     new_volume_id: str) -> dict:
@@ -38,16 +39,17 @@ class SwapConductor:
         volmig acts with its own credentials, for volumes of any project.
         """
         ctxt = ctxt.for_volmig()
-        old_bdm = db.bdm_get_by_volume(ctxt, instance_uuid, old_volume_id)
-        instance = db.instance_get(ctxt, instance_uuid)
+        old_bdm = instances_db.bdm_get_by_volume(ctxt, instance_uuid,
+                                                 old_volume_id)
+        instance = instances_db.instance_get(ctxt, instance_uuid)
         rules.check_instance_idle(instance, 'swap a volume of')
         old_volume = self.volume_api.get_volume(ctxt, old_volume_id)
         new_volume = self.volume_api.get_volume(ctxt, new_volume_id)
-        if moves.cinder_initiated(old_volume, new_volume):
+        if cinder_moves.cinder_initiated(old_volume, new_volume):
             # Cinder migrates the volume: volmig's live path, not a copy
             # by the hypervisor, and one move for all its attachments.
-            self.moves.request(ctxt, instance, old_bdm, old_volume,
-                               new_volume)
+            self.cinder_moves.request(ctxt, instance, old_bdm, old_volume,
+                                      new_volume)
             return old_bdm
         rules.check_can_swap(old_volume, new_volume,
                              db.migrations_in_progress(ctxt, old_volume_id))
@@ -62,16 +64,17 @@ class SwapConductor:
             ctxt, instance_uuid, 'swap a volume of', states.TASK_SWAPPING)
         try:
             attachment = self.instances.connect(ctxt, instance, new_volume,
-                                       old_bdm['attach_mode'])
+                                                old_bdm['attach_mode'])
         except Exception:
-            db.instance_update(ctxt, instance_uuid, {'task_state': None})
+            instances_db.instance_update(ctxt, instance_uuid,
+                                         {'task_state': None})
             raise
         swap_to = {'volume_id': new_volume_id,
                    'attachment_id': attachment['id'],
                    'connection_info': attachment['connection_info']}
         # Recorded before the agent hears of it: its report of the end
         # names this attachment, and the records say what it stands for.
-        db.bdm_update(ctxt, old_bdm['id'], {'swap_to': swap_to})
+        instances_db.bdm_update(ctxt, old_bdm['id'], {'swap_to': swap_to})
         new_bdm = dict(old_bdm, swap_to=None, **swap_to)
         try:
             self.compute_api.swap_volume(ctxt, instance['host'], instance,
@@ -89,7 +92,7 @@ class SwapConductor:
         """The server's mapping whose swap made the attachment that an
         agent's report names: the report's other values are not used."""
         attachment_id = (new_bdm or {}).get('attachment_id')
-        for bdm in db.bdm_get_all(ctxt, instance_uuid=instance_uuid):
+        for bdm in instances_db.bdm_get_all(ctxt, instance_uuid=instance_uuid):
             if attachment_id and (bdm['swap_to'] or {}).get(
                     'attachment_id') == attachment_id:
                 return bdm
@@ -103,9 +106,11 @@ class SwapConductor:
         bdm = self._swapping(ctxt, instance_uuid, new_bdm)
         swap_to, old_attachment_id = bdm['swap_to'], bdm['attachment_id']
         self.volume_api.attachment_complete(ctxt, swap_to['attachment_id'])
-        bdm = db.bdm_update(ctxt, bdm['id'], dict(swap_to, swap_to=None))
+        bdm = instances_db.bdm_update(ctxt, bdm['id'],
+                                      dict(swap_to, swap_to=None))
         self.volume_api.attachment_delete(ctxt, old_attachment_id)
-        db.instance_update(ctxt, instance_uuid, {'task_state': None})
+        instances_db.instance_update(ctxt, instance_uuid,
+                                     {'task_state': None})
         return bdm
 
     def swap_failed(self, ctxt, instance_uuid: str, new_bdm: dict) -> None:
@@ -113,5 +118,5 @@ class SwapConductor:
         bdm = self._swapping(ctxt, instance_uuid, new_bdm)
         self.volume_api.attachment_delete(
             ctxt, bdm['swap_to']['attachment_id'])
-        db.bdm_update(ctxt, bdm['id'], {'swap_to': None})
-        db.instance_update(ctxt, instance_uuid, {'task_state': None})
+        instances_db.bdm_update(ctxt, bdm['id'], {'swap_to': None})
+        instances_db.instance_update(ctxt, instance_uuid, {'task_state': None})

@@ -1,7 +1,8 @@
-"""Data access: the queries on servers, mappings, migrations and
-services. The conductor makes most of them; volmig-api reads (its health
-check, the senders of block-storage calls), volmig-volume keeps its own
-records through ``transaction`` and ``retried``, and volmig-status looks.
+"""Data access: the queries on migrations (servers and their mappings are
+``volmig.db.instances``'), and the engine's names every caller uses. The
+conductor makes most of them; volmig-api reads (its health check, the
+senders of block-storage calls), volmig-volume keeps its own records
+through ``transaction`` and ``retried``, and volmig-status looks.
 Compute agents have no database."""
 
 import datetime
@@ -22,180 +23,6 @@ own_transaction = engine.own_transaction
 get_engine = engine.get_engine
 retried = engine.retried
 page = engine.page
-
-
-def _dicts(rows) -> list[dict]:
-    return [row.to_dict() for row in rows]
-
-
-# Instances.
-
-@engine.retried
-def instance_create(ctxt, values: dict) -> dict:
-    with engine.transaction(ctxt) as session:
-        instance = models.Instance(**values)
-        session.add(instance)
-        session.flush()
-        return instance.to_dict()
-
-
-def _instance_query(uuid: str):
-    return sa.select(models.Instance).filter_by(uuid=uuid, deleted_at=None)
-
-
-@engine.retried
-def instance_get(ctxt, uuid: str) -> dict:
-    with engine.reader(ctxt) as session:
-        instance = session.scalars(_instance_query(uuid)).first()
-        if instance is None:
-            raise exception.InstanceNotFound(instance_uuid=uuid)
-        return instance.to_dict()
-
-
-@engine.retried
-def instance_get_all(ctxt, host: str | None = None,
-                     project_id: str | None = None, name: str | None = None,
-                     limit: int | None = None, marker=None) -> list[dict]:
-    """Servers, oldest first; ``name`` is a part of theirs; a page of
-    ``limit`` after the server ``marker``."""
-    with engine.reader(ctxt) as session:
-        query = sa.select(models.Instance).filter_by(deleted_at=None)
-        if host:
-            query = query.filter_by(host=host)
-        if project_id:
-            query = query.filter_by(project_id=project_id)
-        if name:
-            query = query.where(models.Instance.name.contains(
-                name, autoescape=True))
-        return _dicts(session.scalars(engine.page(
-            session, query, models.Instance, limit, marker, 'uuid',
-            ['id'])))
-
-
-_ANY = object()
-_INSTANCES = models.table(models.Instance)
-
-
-@engine.retried
-def instance_update(ctxt, uuid: str, values: dict,
-                    expected_task_state=_ANY, fetch: bool = True) -> dict:
-    """Update an instance; with expected_task_state, only if it matches.
-
-    The compare-and-swap is one UPDATE, so two requests racing for the
-    same instance cannot both win. Without ``fetch`` the instance is not
-    read back, and an empty dict is returned.
-    """
-    with engine.transaction(ctxt) as session:
-        stmt = sa.update(_INSTANCES).where(
-            _INSTANCES.c.uuid == uuid,
-            _INSTANCES.c.deleted_at.is_(None)).values(
-                updated_at=timeutils.utcnow(), **values)
-        if expected_task_state is not _ANY:
-            task_state = _INSTANCES.c.task_state
-            stmt = stmt.where(
-                task_state.is_(None) if expected_task_state is None
-                else task_state == expected_task_state)
-        # On the table, not the mapped class: the ORM's bulk update path
-        # cost more than the UPDATE itself. The session's objects are
-        # expired, so a later read in this transaction loads the row anew.
-        if session.execute(stmt).rowcount == 0:
-            current = session.scalars(_instance_query(uuid)).first()
-            if current is None:
-                raise exception.InstanceNotFound(instance_uuid=uuid)
-            raise exception.InstanceInvalidState(
-                action='change', instance_uuid=uuid,
-                task_state=current.task_state)
-        session.expire_all()
-        if not fetch:
-            return {}
-        return session.scalars(_instance_query(uuid)).one().to_dict()
-
-
-@engine.retried
-def instances_in_task_older_than(ctxt, task_states,
-                                 age: datetime.timedelta) -> list[dict]:
-    with engine.reader(ctxt) as session:
-        cutoff = timeutils.utcnow() - age
-        return _dicts(session.scalars(sa.select(models.Instance).where(
-            models.Instance.deleted_at.is_(None),
-            models.Instance.task_state.in_(list(task_states)),
-            sa.func.coalesce(models.Instance.updated_at,
-                             models.Instance.created_at) < cutoff)))
-
-
-@engine.retried
-def instance_destroy(ctxt, uuid: str) -> None:
-    with engine.transaction(ctxt) as session:
-        session.execute(sa.delete(models.BlockDeviceMapping).filter_by(
-            instance_uuid=uuid))
-        session.execute(sa.update(models.Instance).filter_by(
-            uuid=uuid).values(deleted_at=timeutils.utcnow(),
-                              vm_state=states.VM_DELETED, task_state=None))
-
-
-# Block device mappings.
-
-@engine.retried
-def bdm_create(ctxt, values: dict) -> dict:
-    with engine.transaction(ctxt) as session:
-        bdm = models.BlockDeviceMapping(**values)
-        session.add(bdm)
-        session.flush()
-        return bdm.to_dict()
-
-
-@engine.retried
-def bdm_get_by_attachment(ctxt, attachment_id: str) -> dict:
-    with engine.reader(ctxt) as session:
-        bdm = session.scalars(sa.select(models.BlockDeviceMapping).filter_by(
-            attachment_id=attachment_id)).first()
-        if bdm is None:
-            raise exception.AttachmentNotFound(attachment_id=attachment_id)
-        return bdm.to_dict()
-
-
-@engine.retried
-def bdm_get_by_volume(ctxt, instance_uuid: str, volume_id: str) -> dict:
-    with engine.reader(ctxt) as session:
-        bdm = session.scalars(sa.select(models.BlockDeviceMapping).filter_by(
-            instance_uuid=instance_uuid, volume_id=volume_id)).first()
-        if bdm is None:
-            raise exception.VolumeNotAttached(volume_id=volume_id,
-                                              instance_uuid=instance_uuid)
-        return bdm.to_dict()
-
-
-@engine.retried
-def bdm_get_all(ctxt, instance_uuid: str | list | None = None,
-                volume_id: str | None = None) -> list[dict]:
-    """Mappings of a server, or of a list of servers."""
-    with engine.reader(ctxt) as session:
-        query = sa.select(models.BlockDeviceMapping).order_by(
-            models.BlockDeviceMapping.id)
-        if isinstance(instance_uuid, list):
-            query = query.where(
-                models.BlockDeviceMapping.instance_uuid.in_(instance_uuid))
-        elif instance_uuid:
-            query = query.filter_by(instance_uuid=instance_uuid)
-        if volume_id:
-            query = query.filter_by(volume_id=volume_id)
-        return _dicts(session.scalars(query))
-
-
-@engine.retried
-def bdm_update(ctxt, bdm_id: int, values: dict) -> dict:
-    with engine.transaction(ctxt) as session:
-        bdm = session.get(models.BlockDeviceMapping, bdm_id)
-        bdm.update(values)
-        session.flush()
-        return bdm.to_dict()
-
-
-@engine.retried
-def bdm_destroy(ctxt, bdm_id: int) -> None:
-    with engine.transaction(ctxt) as session:
-        session.execute(sa.delete(models.BlockDeviceMapping).filter_by(
-            id=bdm_id))
 
 
 # Volume migrations.
@@ -264,7 +91,7 @@ def migration_get_all(ctxt, status=None, instance_uuid=None, volume_id=None,
                    'host': host, 'project_id': project_id}
         query = query.filter_by(
             **{key: value for key, value in filters.items() if value})
-        return _dicts(session.scalars(engine.page(
+        return engine.dicts(session.scalars(engine.page(
             session, query, models.VolumeMigration, limit, marker, 'uuid',
             ['id'])))
 
@@ -338,7 +165,7 @@ def migrations_older_than(ctxt, statuses,
     statuses = [statuses] if isinstance(statuses, str) else list(statuses)
     with engine.reader(ctxt) as session:
         cutoff = timeutils.utcnow() - age
-        return _dicts(session.scalars(sa.select(
+        return engine.dicts(session.scalars(sa.select(
             models.VolumeMigration).where(
                 models.VolumeMigration.status.in_(statuses),
                 # A row never updated since its insert has no updated_at.
@@ -359,7 +186,7 @@ def migration_count_by_status(ctxt) -> dict[str, int]:
 def migration_get_all_for_recovery(ctxt, host: str) -> list[dict]:
     """A host's migrations in progress, or failed and needing recovery."""
     with engine.reader(ctxt) as session:
-        return _dicts(session.scalars(sa.select(
+        return engine.dicts(session.scalars(sa.select(
             models.VolumeMigration).where(
                 models.VolumeMigration.host == host,
                 sa.or_(models.VolumeMigration.status.in_(

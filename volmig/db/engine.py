@@ -154,3 +154,8 @@ def retried(function):
             return function(*args, **kwargs)
         return again(*args, **kwargs)
     return call
+
+
+def dicts(rows) -> list[dict]:
+    """Each row of a query, as the dict every caller gets."""
+    return [row.to_dict() for row in rows]

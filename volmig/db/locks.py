@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from volmig import states
 from volmig.db import api as db_api
 from volmig.db import engine
+from volmig.db import instances as instances_db
 from volmig.db import models
 
 _ADVISORY_LOCK = sa.text('SELECT pg_advisory_xact_lock(:key)')
@@ -59,4 +60,5 @@ def attach_check(ctxt, volume_id: str) -> dict:
         lock_volume(session, volume_id)
         return {'migrations': db_api.migration_get_all(
                     ctxt, status=states.IN_PROGRESS, volume_id=volume_id),
-                'mappings': db_api.bdm_get_all(ctxt, volume_id=volume_id)}
+                'mappings': instances_db.bdm_get_all(ctxt,
+                                                     volume_id=volume_id)}

@@ -177,7 +177,7 @@ class Volume(Base):
     project_id = sa.Column(sa.String(255))
     # The raw file; None on the fake backend.
     path = sa.Column(sa.Text)
-    # Its move to another pool (volmig.volume_service.move).
+    # Its move to another pool (volmig.volume_service.pool_moves).
     migration_status = sa.Column(sa.String(32))
     migration_pool = sa.Column(sa.String(255))
     migration_progress = sa.Column(sa.Float)
@@ -231,7 +231,7 @@ class PoolDrain(Base):
 
 class VolumeMove(Base):
     """Cinder's migration of an attached volume, carried out by volmig
-    (``volmig.conductor.moves``): one per old and new volume, however
+    (``volmig.conductor.cinder_moves``): one per old and new volume, however
     many attachments Cinder asked to swap."""
     __tablename__ = 'volume_moves'
     __table_args__ = (sa.UniqueConstraint(

@@ -13,6 +13,7 @@ from volmig import exception
 from volmig import states
 from volmig.db import api as db_api
 from volmig.db import engine
+from volmig.db import instances as instances_db
 from volmig.db import models
 
 _MAPPINGS = models.table(models.BlockDeviceMapping)
@@ -83,7 +84,8 @@ def record(ctxt, values: dict) -> dict:
     """Lock the server for the migration and record it, atomically: two
     statements, the server's compare-and-swap and the insert."""
     with db_api.transaction(ctxt):
-        db_api.instance_update(ctxt, values['instance_uuid'],
-                               {'task_state': states.TASK_VOLUME_MIGRATING},
-                               expected_task_state=None, fetch=False)
+        instances_db.instance_update(
+            ctxt, values['instance_uuid'],
+            {'task_state': states.TASK_VOLUME_MIGRATING},
+            expected_task_state=None, fetch=False)
         return db_api.migration_create(ctxt, values)

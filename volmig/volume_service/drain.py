@@ -30,7 +30,7 @@ from volmig import context as volmig_context
 from volmig import exception
 from volmig import states
 from volmig.db import drains
-from volmig.volume_service import move
+from volmig.volume_service import pool_moves
 
 LOG = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def classify(volume: dict, target: str,
     if volume['migration_source']:
         return 'none', ('it is the destination of the migration of volume '
                         '%s' % volume['migration_source'])
-    if (volume['migration_status'] in move.UNDER_WAY
+    if (volume['migration_status'] in states.POOL_MOVE_UNDER_WAY
             and volume['migration_pool'] != target):
         return 'none', ('it is migrating to pool %s'
                         % volume['migration_pool'])
@@ -105,9 +105,9 @@ def refresh(entry: dict, volume: dict | None, target: str) -> dict:
     if volume is None:
         entry.update(state=SKIPPED, reason='deleted during the drain')
     elif (volume['pool'] == target
-          and volume['migration_status'] not in move.UNDER_WAY):
+          and volume['migration_status'] not in states.POOL_MOVE_UNDER_WAY):
         entry['state'] = DONE
-    elif volume['migration_status'] in move.UNDER_WAY:
+    elif volume['migration_status'] in states.POOL_MOVE_UNDER_WAY:
         entry['state'] = MIGRATING
     elif entry['state'] == MIGRATING:
         entry.update(state=FAILED, reason=volume['migration_error'])
@@ -143,7 +143,7 @@ def progress(drain: dict, volumes: dict[str, dict]) -> dict:
 
 class Drainer:
 
-    def __init__(self, volumes, mover: move.Mover):
+    def __init__(self, volumes, mover: pool_moves.Mover):
         self.volumes = volumes
         self.mover = mover
         # A pass runs on the periodic task and when a migration ends;

@@ -16,9 +16,10 @@ import oslo_messaging as messaging
 
 from volmig import exception
 from volmig import rpc
+from volmig import states
 from volmig.conf import CONF
 from volmig.volume_service import drain
-from volmig.volume_service import move
+from volmig.volume_service import pool_moves
 from volmig.volume_service import records
 from volmig.volume_service import rpcapi
 
@@ -84,7 +85,7 @@ class VolumeManager:
     def __init__(self, host: str):
         self.host = host
         self.volumes = FileVolumes()
-        self.mover = move.Mover(self.volumes, CONF)
+        self.mover = pool_moves.Mover(self.volumes, CONF)
         self.drainer = drain.Drainer(self.volumes, self.mover)
         self.mover.on_end = self.drainer.run_once
 
@@ -150,7 +151,7 @@ class VolumeManager:
     @rpc.endpoint
     def delete_volume(self, ctxt, volume_id):
         volume = self.volumes.get_volume(ctxt, volume_id)
-        if volume.get('migration_status') in move.UNDER_WAY:
+        if volume.get('migration_status') in states.POOL_MOVE_UNDER_WAY:
             raise exception.MigrationInProgress(
                 what='volume %s' % volume_id, reason='it is migrating')
         volume = self.volumes.delete_volume(ctxt, volume_id)

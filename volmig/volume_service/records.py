@@ -29,9 +29,6 @@ def _volume(session, volume_id: str):
     return volume
 
 
-# A move in these statuses has started, or is starting, every attachment
-# it found: a new one would be left on src, which the move then deletes.
-MOVING = ('starting', 'migrating')
 # An attach under way: the move would not find the guest to start.
 ATTACHING = (states.ATTACH_RESERVED, states.ATTACH_ATTACHING)
 
@@ -206,7 +203,7 @@ class VolumeRecords:
     def attachment_create(self, ctxt, volume_id, instance_uuid, mode='rw'):
         with db_api.own_transaction() as session:
             volume = _lock(session, volume_id)
-            if volume.migration_status in MOVING:
+            if volume.migration_status in states.POOL_MOVE_COPYING:
                 raise exception.Conflict(
                     reason='volume %s is moving to pool %s: attach it once '
                     'the move has ended' % (volume_id,

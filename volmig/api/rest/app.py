@@ -22,7 +22,7 @@ from volmig.api.rest import auth
 from volmig.api.rest import router
 from volmig.api.rest import versions
 from volmig.api.rest import wsgi
-from volmig.conductor import rpcapi as conductor_rpcapi
+from volmig.conductor import operator_rpcapi
 from volmig.conf import CONF
 from volmig.policies import metrics as metrics_policies
 
@@ -35,7 +35,7 @@ class Root:
         self.health = healthcheck.Healthcheck(None, CONF)
         self.metrics = prometheus_client.CollectorRegistry(auto_describe=False)
         self.metrics.register(metrics.MigrationsByStatus(
-            conductor_rpcapi.ConductorAPI()))
+            operator_rpcapi.OperatorAPI()))
         # [metrics] api_access = token: after the auth pipeline.
         self.protected_metrics = auth.pipeline(self._authorized_exposition)
 

@@ -7,7 +7,7 @@ from volmig import block_storage
 from volmig import exception
 from volmig import policy
 from volmig.api import validation
-from volmig.conductor import rpcapi as conductor_rpcapi
+from volmig.conductor import operator_rpcapi
 from volmig.conf import CONF
 
 
@@ -60,9 +60,9 @@ class Controller:
     _volume_api = None
 
     @property
-    def conductor(self) -> conductor_rpcapi.ConductorAPI:
+    def conductor(self) -> operator_rpcapi.OperatorAPI:
         if self._conductor is None:
-            self._conductor = conductor_rpcapi.ConductorAPI()
+            self._conductor = operator_rpcapi.OperatorAPI()
         return self._conductor
 
     @property

@@ -3,7 +3,8 @@ hypervisor manager that operators already run, monitor and debug with
 ``virsh``.
 
 This module is the guests' life (build, power, attach and detach); the
-live migration is in ``migration``, the legacy swap in ``swap``. Both run QEMU
+connection to libvirtd is in ``connection``, the live migration in
+``migration``, the legacy swap in ``swap``. Both run QEMU
 as the qemu driver does: the same ``[qemu]`` settings (accelerator,
 memory, disk ports, O_DIRECT, images), and each guest's QEMU as a user of
 its own, which libvirt gives the guest's files while it uses them.
@@ -26,6 +27,7 @@ from volmig.compute.drivers import base
 from volmig.compute.drivers import guests
 from volmig.compute.drivers import images
 from volmig.compute.drivers import journal
+from volmig.compute.drivers.libvirt import connection as libvirtd
 from volmig.compute.drivers.libvirt import domain
 from volmig.compute.drivers.libvirt import migration
 from volmig.compute.drivers.libvirt import swap
@@ -37,42 +39,14 @@ LOG = logging.getLogger(__name__)
 # disk.
 POLL_INTERVAL = 0.1
 
-_EVENTS: threading.Thread | None = None
-_EVENTS_LOCK = threading.Lock()
-
-
-def _run_events() -> None:
-    while True:
-        libvirt.virEventRunDefaultImpl()
-
-
-def _start_events() -> None:
-    """libvirt's event loop, once per process, before any connection."""
-    global _EVENTS
-    with _EVENTS_LOCK:
-        if _EVENTS is None:
-            # Errors reach the driver as exceptions; libvirt's default
-            # handler would also print each to stderr.
-            libvirt.registerErrorHandler(lambda *_: None, None)
-            libvirt.virEventRegisterDefaultImpl()
-            _EVENTS = threading.Thread(target=_run_events, daemon=True,
-                                       name='libvirt-events')
-            _EVENTS.start()
-
-
-def failed(action: str, exc: libvirt.libvirtError) -> exception.DriverError:
-    return exception.DriverError(action=action,
-                                 reason=exc.get_error_message())
-
-
 def _next_target(guest) -> typing.Callable[[dict], dict]:
     """A new disk's place: the first virtio name no disk has."""
     return lambda disks: {'target': domain.free_target(
         list(guest.disks.values()) + list(disks.values()))}
 
 
-class LibvirtDriver(migration.LiveMigration, swap.LegacySwap,
-                    guests.GuestRecords, base.ComputeDriver):
+class LibvirtDriver(libvirtd.Libvirtd, migration.LiveMigration,
+                    swap.LegacySwap, guests.GuestRecords, base.ComputeDriver):
 
     # libvirtd starts QEMU as the guest's user.
     USER_SWITCHED_BY_AGENT = False
@@ -85,87 +59,12 @@ class LibvirtDriver(migration.LiveMigration, swap.LegacySwap,
         self.images = images.ImageStore(conf.qemu.image_dir)
         self.volumes = volumes.VolumeConnector(conf)
         self._guests: dict[str, domain.Guest] = {}
-        self._connection: libvirt.virConnect | None = None
-        # How many times libvirtd was connected: a call that failed on an
-        # older connection failed because libvirtd went away.
-        self.connections = 0
-        self._connecting = threading.Lock()
         self._users = threading.Lock()
 
     @property
     def capabilities(self):
         return {base.LIVE_VOLUME_MIGRATION: True, base.MULTIATTACH: True,
                 base.READONLY_ATTACH: True}
-
-    # libvirt.
-
-    def connection(self) -> libvirt.virConnect:
-        """libvirtd, connected again after it restarted."""
-        with self._connecting:
-            if self._connection is None or not self._connection.isAlive():
-                if self._connection is not None:
-                    # libvirtd went away: what it held is gone with it.
-                    with contextlib.suppress(libvirt.libvirtError):
-                        self._connection.close()
-                    self._connection = None
-                _start_events()
-                try:
-                    connection = libvirt.open(self.conf.libvirt.uri)
-                except libvirt.libvirtError as exc:
-                    raise failed('connect to %s' % self.conf.libvirt.uri,
-                                 exc)
-                connection.domainEventRegisterAny(
-                    None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE,
-                    self._lifecycle, None)
-                self._connection = connection
-                self.connections += 1
-            return self._connection
-
-    def answers(self) -> bool:
-        """Whether libvirtd answers, on a new connection if need be."""
-        try:
-            # A call that goes to the daemon: some answer from the client.
-            self.connection().numOfDomains()
-        except (libvirt.libvirtError, exception.DriverError):
-            return False
-        return True
-
-    def live_domain(self, guest: domain.Guest) -> libvirt.virDomain | None:
-        """The guest's running domain, or None."""
-        try:
-            found = self.connection().lookupByUUIDString(guest.uuid)
-            # A transient domain that stops is gone: between the two calls
-            # too.
-            return found if found.isActive() else None
-        except libvirt.libvirtError as exc:
-            if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
-                return None
-            raise failed('look up guest %s' % guest.uuid, exc)
-
-    def is_running(self, guest: domain.Guest) -> bool:
-        return self.live_domain(guest) is not None
-
-    def _lifecycle(self, connection, dom, event, detail, opaque) -> None:
-        # A destroy is the agent's own doing, recorded by whoever sent it.
-        if (event != libvirt.VIR_DOMAIN_EVENT_STOPPED
-                or detail == libvirt.VIR_DOMAIN_EVENT_STOPPED_DESTROYED
-                or self.power_listener is None):
-            return
-        uuid = dom.UUIDString()
-        if uuid in self._guests:
-            # Not on libvirt's event thread: the listener makes RPC calls.
-            threading.Thread(target=self._report_off, args=(uuid,),
-                             name='shutdown-%s' % uuid, daemon=True).start()
-
-    def _report_off(self, uuid: str) -> None:
-        listener = self.power_listener
-        if listener is None:
-            return
-        try:
-            listener(uuid)
-        except Exception:
-            # The periodic sync records it later.
-            LOG.exception('Recording that guest %s powered off failed', uuid)
 
     # Agent start and stop.
 
@@ -179,15 +78,6 @@ class LibvirtDriver(migration.LiveMigration, swap.LegacySwap,
             except FileNotFoundError:
                 continue
         self.connection()
-
-    def cleanup_host(self):
-        with self._connecting:
-            if self._connection is not None:
-                try:
-                    self._connection.close()
-                except libvirt.libvirtError:
-                    pass
-                self._connection = None
 
     def stop_guests(self) -> None:
         for guest in self._guests.values():
@@ -206,7 +96,7 @@ class LibvirtDriver(migration.LiveMigration, swap.LegacySwap,
         try:
             self.connection().createXML(xml, 0)
         except libvirt.libvirtError as exc:
-            raise failed('start guest %s' % guest.uuid, exc)
+            raise libvirtd.failed('start guest %s' % guest.uuid, exc)
 
     def _front(self, guest, disk) -> None:
         """A read-only disk is read through a front of its own (see
@@ -255,7 +145,7 @@ class LibvirtDriver(migration.LiveMigration, swap.LegacySwap,
             found.destroy()
         except libvirt.libvirtError as exc:
             if self.live_domain(guest) is not None:
-                raise failed('stop guest %s' % guest.uuid, exc)
+                raise libvirtd.failed('stop guest %s' % guest.uuid, exc)
 
     def destroy(self, instance):
         guest = self._guests.pop(instance['uuid'], None)
@@ -317,7 +207,8 @@ class LibvirtDriver(migration.LiveMigration, swap.LegacySwap,
                         domain.disk_xml(disk, self.conf.qemu.direct_io),
                         libvirt.VIR_DOMAIN_AFFECT_LIVE)
                 except libvirt.libvirtError as exc:
-                    raise failed('attach volume %s' % bdm['volume_id'], exc)
+                    raise libvirtd.failed(
+                        'attach volume %s' % bdm['volume_id'], exc)
             guest.disks[bdm['volume_id']] = disk
             guest.save()
 
@@ -346,7 +237,7 @@ class LibvirtDriver(migration.LiveMigration, swap.LegacySwap,
                 domain.disk_xml(disk, self.conf.qemu.direct_io),
                 libvirt.VIR_DOMAIN_AFFECT_LIVE)
         except libvirt.libvirtError as exc:
-            raise failed(action, exc)
+            raise libvirtd.failed(action, exc)
         deadline = time.monotonic() + self.conf.qemu.detach_timeout
         while domain.live_disk(found.XMLDesc(0), disk['target']):
             if time.monotonic() > deadline:

@@ -5,6 +5,7 @@ import typing
 from volmig import exception
 from volmig.compute.drivers import base
 from volmig.compute.drivers import journal
+from volmig.compute.drivers.qemu import disks
 from volmig.compute.drivers.qemu import guest as guest_mod
 
 if typing.TYPE_CHECKING:
@@ -83,8 +84,8 @@ class MirrorJob(base.Job):
 
     def poll(self) -> base.JobProgress:
         guest, disk = self._guest, self._disk
-        old = guest_mod.node_names(disk)
-        new = guest_mod.node_names(dict(disk, gen=disk['gen'] + 1))
+        old = disks.node_names(disk)
+        new = disks.node_names(dict(disk, gen=disk['gen'] + 1))
         with guest.lock:
             job = find_job(guest, self.job_id)
             if job is None:

@@ -19,7 +19,7 @@ import os
 from volmig import exception
 from volmig.compute.drivers import steps
 from volmig.compute.drivers.qemu import confinement
-from volmig.compute.drivers.qemu import guest as guest_mod
+from volmig.compute.drivers.qemu import disks
 from volmig.compute.drivers.qemu import jobs
 from volmig.compute.drivers.qemu import settle
 
@@ -38,7 +38,7 @@ class OverlayMigration(steps.MigrationSteps):
         """Put a new overlay on top of the disk's node; returns the pause."""
         path = self._overlay_path(guest, migration_id)
         overlay = {'path': path, 'gen': disk['gen'], 'sealed': read_only}
-        names = guest_mod.node_names(dict(disk, overlay=overlay))
+        names = disks.node_names(dict(disk, overlay=overlay))
         try:
             self._img('create', '-q', '-f', 'qcow2', '-b', disk['path'],
                       '-F', 'raw', path)
@@ -83,8 +83,8 @@ class OverlayMigration(steps.MigrationSteps):
         if not disk.get('overlay'):
             self._snapshot(guest, live, disk, migration_id, read_only=True)
 
-        old = guest_mod.node_names(disk)
-        new = guest_mod.node_names(dict(disk, gen=disk['gen'] + 1))
+        old = disks.node_names(disk)
+        new = disks.node_names(dict(disk, gen=disk['gen'] + 1))
         guest.add_volume_node(new['base'], dst_path, read_only)
         self.journal.record(migration_id, 'reopen')
         try:
@@ -106,7 +106,7 @@ class OverlayMigration(steps.MigrationSteps):
 
     def _commit(self, guest, live, disk,
                 migration_id: str) -> jobs.CommitJob:
-        names = guest_mod.node_names(disk)
+        names = disks.node_names(disk)
         job = jobs.CommitJob(self, guest, disk['volume_id'], migration_id)
         if jobs.find_job(guest, job.job_id) is None:
             guest.execute('block-commit', **{
@@ -115,7 +115,7 @@ class OverlayMigration(steps.MigrationSteps):
         return job
 
     def _close_overlay(self, guest, disk) -> None:
-        guest.delete_nodes(guest_mod.node_names(disk)['overlay'])
+        guest.delete_nodes(disks.node_names(disk)['overlay'])
 
     def _settle(self, guest, disk, migration_id: str) -> None:
         """A running guest's disk is rebuilt from QEMU's block graph. For

@@ -15,7 +15,7 @@ import re
 from oslo_log import log as logging
 
 from volmig.compute.drivers.qemu import confinement
-from volmig.compute.drivers.qemu import guest as guest_mod
+from volmig.compute.drivers.qemu import disks
 
 LOG = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def device_top(guest, device: str) -> str | None:
 def settle(guest, disk: dict) -> None:
     """Rewrite ``disk`` from QEMU's block graph, and drop leftovers."""
     slot = disk['slot']
-    names = guest_mod.node_names(disk)
+    names = disks.node_names(disk)
     top = device_top(guest, names['device'])
     if top is None:
         return

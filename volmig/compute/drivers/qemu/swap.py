@@ -5,7 +5,7 @@
 
 from volmig.compute.drivers import base
 from volmig.compute.drivers import steps
-from volmig.compute.drivers.qemu import guest as guest_mod
+from volmig.compute.drivers.qemu import disks
 from volmig.compute.drivers.qemu import jobs
 from volmig.compute.drivers.qemu import settle
 
@@ -15,8 +15,8 @@ class LegacySwap(steps.SwapSteps):
 
     def _mirror(self, guest, live, disk, new_bdm,
                 new_path: str) -> base.Job:
-        names = guest_mod.node_names(disk)
-        target = guest_mod.node_names(dict(disk, gen=disk['gen'] + 1))
+        names = disks.node_names(disk)
+        target = disks.node_names(dict(disk, gen=disk['gen'] + 1))
         guest.add_volume_node(target['base'], new_path, read_only=False)
         job = jobs.MirrorJob(self, guest, disk, new_bdm, new_path)
         try:

@@ -20,10 +20,8 @@ restarting, ``MigrationClient.patient``). Only the migration's own end,
 which the conductor's stall timeout decides, fails a move; a cancel goes
 through the conductor once it is back.
 
-``[storage] max_concurrent_copies`` caps the migrations under way into
-or out of each pool. One over it is ``queued`` before step 1, so no
-guest waits on an overlay for a slot, and begins in order when a
-migration of its pools ends.
+``[storage] max_concurrent_copies`` caps the moves under way into or
+out of each pool; one over it waits in ``copy_queue``.
 """
 
 import os
@@ -33,7 +31,6 @@ import typing
 
 import futurist
 from oslo_log import log as logging
-from oslo_utils import timeutils
 
 from volmig import client
 from volmig import concurrency
@@ -42,14 +39,11 @@ from volmig import exception
 from volmig import rpc
 from volmig import states
 from volmig.datapath import copy as copy_mod
-from volmig.volume_service import recovery
+from volmig.volume_service import copy_queue
+from volmig.volume_service import unfinished
 
 LOG = logging.getLogger(__name__)
 
-MIGRATING = ('starting', 'migrating')
-QUEUED = 'queued'
-# Under way, or waiting for a pool's copy slot.
-UNDER_WAY = MIGRATING + (QUEUED,)
 # The conductor ends every migration, or fails it for an operator (its
 # stall timeout), so waiting for one has no deadline of its own here.
 FOREVER = float('inf')
@@ -59,7 +53,7 @@ FOREVER = float('inf')
 STILL_STARTED_INTERVAL = 2.0
 
 
-class Mover(recovery.Recovery):
+class Mover(copy_queue.CopyQueue, unfinished.UnfinishedMoves):
 
     def __init__(self, volumes, conf, migration_client=None):
         self.volumes = volumes
@@ -75,110 +69,17 @@ class Mover(recovery.Recovery):
         self.resumed = False
         # Called when a migration ends: a slot is free (a drain's too).
         self.on_end: typing.Callable[[], None] = lambda: None
-        # A pool's count of migrations and the claim it decides are one.
+        # A pool's count of moves and the claim it decides (copy_queue).
         self._slots = threading.Lock()
 
     def stop(self) -> None:
         concurrency.stop_executor(self._executor)
-
-    def _after_end(self) -> None:
-        """A slot is free: start queued migrations off this thread."""
-        try:
-            self._executor.submit(self._ended)
-        except RuntimeError:
-            LOG.info('volmig-volume is stopping: the queued migrations '
-                     'start after its restart')
 
     def pool_path(self, pool: str) -> str:
         try:
             return self.conf.storage.pools[pool]
         except KeyError:
             raise exception.PoolNotFound(pool=pool)
-
-    def _pool_full(self, volume: dict, pool: str) -> str | None:
-        """Which of the migration's pools has no copy slot free."""
-        cap = self.conf.storage.max_concurrent_copies
-        if not cap:
-            return None
-        busy = self.volumes.with_migration_under_way(MIGRATING)
-        for name in (volume['pool'], pool):
-            count = sum(1 for other in busy
-                        if other['migration_status'] in MIGRATING
-                        and name in (other['pool'], other['migration_pool']))
-            if count >= cap:
-                return name
-        return None
-
-    def _claim(self, volume_id: str, pool: str,
-               max_bandwidth_mbps: int | None, queue: bool) -> dict:
-        """Mark the volume as migrating (or queued), or refuse."""
-        volume = self.volumes.get_volume(None, volume_id)
-        if volume['migration_status'] in UNDER_WAY:
-            raise exception.MigrationInProgress(
-                what='volume %s' % volume_id,
-                reason='it is already migrating to pool %s'
-                % volume['migration_pool'])
-        if volume['migration_source']:
-            raise exception.Invalid(
-                reason='volume %s is the target of a migration' % volume_id)
-        if volume['pool'] == pool:
-            raise exception.Invalid(reason='volume %s is in pool %s '
-                                    'already' % (volume_id, pool))
-        with self._slots:
-            full = self._pool_full(volume, pool)
-            if full and not queue:
-                raise exception.NoCopySlot(pool=full)
-            try:
-                return self.volumes.update_volume(
-                    volume_id, expected_status=(volume['migration_status'],),
-                    no_attach_under_way=not full,
-                    migration_status=QUEUED if full else 'starting',
-                    migration_pool=pool, migration_progress=0,
-                    migration_error=('pool %s has no copy slot free '
-                                     '([storage] max_concurrent_copies)'
-                                     % full if full else None),
-                    migration_queued_at=timeutils.utcnow(),
-                    migration_max_bandwidth_mbps=max_bandwidth_mbps,
-                    migration_ids=[], migration_dst=None,
-                    migration_copy_started_at=None,
-                    migration_copy_ended_at=None)
-            except exception.VolumeStatusChanged as exc:
-                raise exception.MigrationInProgress(
-                    what='volume %s' % volume_id, reason=exc.message)
-
-    def _take_slot(self, volume: dict) -> bool:
-        """Move a queued migration to ``starting`` if its pools allow."""
-        with self._slots:
-            if self._pool_full(volume, volume['migration_pool']):
-                return False
-            try:
-                self.volumes.update_volume(
-                    volume['id'], expected_status=(QUEUED,),
-                    no_attach_under_way=True,
-                    migration_status='starting', migration_error=None)
-            except (exception.VolumeStatusChanged, exception.Conflict):
-                # Taken by another, or an attach is under way: it stays
-                # queued, and is tried again when the next move ends.
-                return False
-        return True
-
-    def _ended(self) -> None:
-        self.start_queued()
-        self.on_end()
-
-    def start_queued(self) -> None:
-        """Begin the queued migrations the caps now allow, oldest first."""
-        service = volmig_context.get_service_context()
-        for volume in self.volumes.queued_migrations(QUEUED):
-            if self._take_slot(volume):
-                LOG.info('Volume %s leaves the copy queue', volume['id'])
-                try:
-                    self._start(service, volume['id'],
-                                volume['migration_pool'],
-                                volume['migration_max_bandwidth_mbps'])
-                except Exception:
-                    LOG.exception('Queued migration of volume %s failed '
-                                  'to start', volume['id'])
 
     def begin(self, ctxt, volume_id: str, pool: str,
               max_bandwidth_mbps: int | None = None,
@@ -192,7 +93,7 @@ class Mover(recovery.Recovery):
         """
         self.pool_path(pool)
         volume = self._claim(volume_id, pool, max_bandwidth_mbps, queue)
-        if volume['migration_status'] == QUEUED:
+        if volume['migration_status'] == states.POOL_MOVE_QUEUED:
             LOG.info('Volume %s: migration to pool %s queued: %s',
                      volume_id, pool, volume['migration_error'])
             return volume
@@ -221,8 +122,8 @@ class Mover(recovery.Recovery):
         except Exception as exc:
             self._abandon(service, volume_id, dst, exc)
             raise
-        volume = self.volumes.update_volume(volume_id,
-                                            migration_status='migrating')
+        volume = self.volumes.update_volume(
+            volume_id, migration_status=states.POOL_MOVE_MIGRATING)
         LOG.info('Volume %(id)s is migrating to pool %(pool)s (%(count)d '
                  'attachment(s) started)',
                  {'id': volume_id, 'pool': pool,
@@ -328,7 +229,7 @@ class Mover(recovery.Recovery):
             if migration['status'] not in states.TERMINAL
             or migration['id'] in current]
         on_dst = [m['id'] for m in in_progress
-                  if recovery.guest_may_be_on_dst(m)]
+                  if unfinished.guest_may_be_on_dst(m)]
         if on_dst:
             LOG.error('Migration of volume %s failed after a guest may have '
                       'switched to dst; keeping src and dst', volume_id)
@@ -369,4 +270,4 @@ class Mover(recovery.Recovery):
         volmig-volume left under way. Only these are resumed; any begun
         since belong to this process."""
         self._interrupted = self.volumes.with_migration_under_way(
-            MIGRATING)
+            states.POOL_MOVE_COPYING)

@@ -48,7 +48,7 @@ def side(migration: dict, dst: dict) -> str | None:
     return 'dst' if migration['dst_attachment_id'] in attached else 'src'
 
 
-class Recovery:
+class UnfinishedMoves:
     """The recovery methods of ``Mover``."""
 
     if typing.TYPE_CHECKING:

@@ -20,14 +20,19 @@ LOG = logging.getLogger(__name__)
 TOPIC = 'versioned_notifications'
 NAMESPACE = 'volmig'
 
+# A migration's events, as the agent sends them.
+MIGRATION_START = 'volume_migration.start'
+MIGRATION_CANCEL = 'volume_migration.cancel'
+MIGRATION_COMPLETE = 'volume_migration.complete'
+
 # Event type (without the phase) -> (payload object, version).
 PAYLOADS = {
     'instance.create': ('InstanceCreatePayload', '1.0'),
     'instance.volume_attach': ('InstanceActionVolumePayload', '1.0'),
     'instance.volume_swap': ('InstanceActionVolumeSwapPayload', '1.0'),
-    'volume_migration.start': ('VolumeMigrationPayload', '1.0'),
-    'volume_migration.cancel': ('VolumeMigrationPayload', '1.0'),
-    'volume_migration.complete': ('VolumeMigrationPayload', '1.0'),
+    MIGRATION_START: ('VolumeMigrationPayload', '1.0'),
+    MIGRATION_CANCEL: ('VolumeMigrationPayload', '1.0'),
+    MIGRATION_COMPLETE: ('VolumeMigrationPayload', '1.0'),
 }
 
 INSTANCE_FIELDS = ('uuid', 'name', 'host', 'project_id', 'user_id',

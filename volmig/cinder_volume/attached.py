@@ -1,5 +1,5 @@
 """One attached volume's migration inside cinder-volume
-(``volmig.cinder.manager``): volmig starts each attachment, Cinder
+(``volmig.cinder_volume.manager``): volmig starts each attachment, Cinder
 copies, volmig completes each onto the new volume, or cancels."""
 
 import contextlib
@@ -18,7 +18,7 @@ from volmig import client
 from volmig import context as volmig_context
 from volmig import exception
 from volmig import states
-from volmig.cinder import opts
+from volmig.cinder_volume import opts
 
 CONF = cfg.CONF
 opts.register_opts(CONF)

@@ -1,6 +1,7 @@
 """Records of Cinder's migrations that volmig carries out.
 
-Only ``volmig.conductor.moves`` reads or writes them. Every status change
+Only ``volmig.conductor.cinder_moves`` reads or writes them (table
+``volume_moves``, its name from before the module's). Every status change
 is a compare-and-swap, so two conductors never both run one step.
 """
 

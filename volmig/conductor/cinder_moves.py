@@ -41,10 +41,10 @@ from volmig import client as client_mod
 from volmig import context as volmig_context
 from volmig import exception
 from volmig import states
+from volmig.conductor import cinder_attachments
 from volmig.conductor import services
-from volmig.conf import CONF
-from volmig.db import api as db
-from volmig.db import moves as records
+from volmig.db import cinder_moves as records
+from volmig.db import instances as instances_db
 from volmig.db import services as service_db
 
 LOG = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ def cinder_initiated(old_volume: dict, new_volume: dict) -> bool:
             == 'target:%s' % old_volume['id'])
 
 
-class MoveConductor:
+class CinderMoves:
 
     def __init__(self, volume_api, compute_api, host: str):
         self.volume_api = volume_api
@@ -85,6 +85,7 @@ class MoveConductor:
         self._executor = ThreadPoolExecutor(max_workers=4)
         self._lock = threading.Lock()
         self._running: set[str] = set()
+        self.attachments = cinder_attachments.CinderAttachments(volume_api)
 
     @property
     def client(self) -> client_mod.MigrationClient:
@@ -215,29 +216,14 @@ class MoveConductor:
         return records.update(ctxt, move['id'], STARTING, status=COPYING,
                               copy_host=first['host'])
 
-    def _dst_attachment_id(self, ctxt, move: dict, src_id: str) -> str:
-        """The new volume's attachment for one server, made once. Its id
-        only: whoever uses it next reads it from Cinder, and refuses one
-        that is gone."""
-        entry = move['attachments'][src_id]
-        if entry.get('dst_attachment_id'):
-            return entry['dst_attachment_id']
-        attachment = self.volume_api.attachment_create(
-            ctxt, move['new_volume_id'], entry['instance_uuid'],
-            entry['attach_mode'])
-        entries = dict(move['attachments'])
-        entries[src_id] = dict(entry, dst_attachment_id=attachment['id'])
-        move.update(records.update(ctxt, move['id'], move['status'],
-                                   attachments=entries))
-        return attachment['id']
-
     def _copying(self, ctxt, move: dict) -> dict:
         src_id = sorted(move['attachments'])[0]
         entry = move['attachments'][src_id]
         dst = self.volume_api.attachment_update(
-            ctxt, self._dst_attachment_id(ctxt, move, src_id),
+            ctxt, self.attachments.dst_attachment_id(ctxt, move, src_id),
             services.connector(ctxt, move['copy_host'], entry['attach_mode']))
-        src_info = db.bdm_get_by_attachment(ctxt, src_id)['connection_info']
+        src_info = instances_db.bdm_get_by_attachment(
+            ctxt, src_id)['connection_info']
         host = move['copy_host']
         while True:
             try:
@@ -274,112 +260,30 @@ class MoveConductor:
             migration = self.client.get(
                 ctxt, move['attachments'][src_id]['migration_id'])
             if migration['status'] == states.STARTED:
-                self.client.complete(
-                    ctxt, src_id, self._dst_attachment_id(ctxt, move,
-                                                          src_id),
-                    wait=False)
+                dst_id = self.attachments.dst_attachment_id(ctxt, move,
+                                                            src_id)
+                self.client.complete(ctxt, src_id, dst_id, wait=False)
             self.client.wait_for(ctxt, migration['id'],
                                  client_mod.SRC_RELEASED_OR_LATER,
                                  timeout=FOREVER)
             # Cinder takes another attachment of a multiattach volume
             # only once it is in use.
-            self._wait_attached(ctxt, move, src_id)
+            self.attachments.wait_attached(ctxt, move, src_id)
         return records.update(ctxt, move['id'], COMPLETING,
                               status=RELEASING)
 
-    def _wait_attached(self, ctxt, move: dict, src_id: str) -> None:
-        """Until Cinder records the attachment attached, then the volume
-        in use: it reserves the volume for no other attachment before."""
-        attachment_id = move['attachments'][src_id]['dst_attachment_id']
-        deadline = time.monotonic() + CONF.rpc_response_timeout
-        while self.volume_api.attachment_get(ctxt, attachment_id)[
-                'attach_status'] != 'attached' or self.volume_api.get_volume(
-                    ctxt, move['new_volume_id'])['status'] == 'attaching':
-            if time.monotonic() > deadline:
-                raise exception.BlockStorageUnavailable(
-                    action='record attachment %s as attached'
-                    % attachment_id, reason='it is still not')
-            time.sleep(SWITCH_POLL_INTERVAL)
-
-    def _drop_attachment(self, ctxt, attachment_id: str) -> None:
-        try:
-            self.volume_api.attachment_delete(ctxt, attachment_id)
-        except exception.AttachmentNotFound:
-            pass  # Dropped by an earlier run of this step.
-
-    def _tell_cinder(self, ctxt, move: dict, error: bool) -> None:
-        """The completion call, once: Cinder records having taken it as
-        the old volume's migration status."""
-        old = self.volume_api.get_volume(ctxt, move['old_volume_id'])
-        if old.get('migration_status') != ('error' if error else 'success'):
-            self.volume_api.migrate_volume_completion(
-                ctxt, move['old_volume_id'], move['new_volume_id'], error)
-
     def _releasing(self, ctxt, move: dict) -> dict:
         for src_id in sorted(move['attachments']):
-            self._drop_attachment(ctxt, src_id)
+            self.attachments.drop(ctxt, src_id)
         return records.update(ctxt, move['id'], RELEASING, status=NOTIFYING)
 
     def _notifying(self, ctxt, move: dict) -> dict:
-        self._tell_cinder(ctxt, move, error=False)
-        self._keep_attachments(ctxt, move)
+        self.attachments.tell_cinder(ctxt, move, error=False)
+        self.attachments.keep(ctxt, move)
         LOG.info('Cinder\'s migration of volume %(old)s is complete: every '
                  'guest is on its new data (sha256 %(sum)s)',
                  {'old': move['old_volume_id'], 'sum': move['checksum']})
         return records.update(ctxt, move['id'], NOTIFYING, status=DONE)
-
-    def _keep_attachments(self, ctxt, move: dict) -> None:
-        """Each server's attachment again, where Cinder lost it.
-
-        Cinder's completion (29.0.0) casts the delete of the old data,
-        which carries the new volume's id by then, before it moves the new
-        attachments onto the volume's id; an attachment not moved yet when
-        the delete lands is deleted with it. Cinder is settled once the
-        call returned, and the guest still uses the same file.
-        """
-        for entry in move['attachments'].values():
-            bdm = db.bdm_get_by_volume(ctxt, entry['instance_uuid'],
-                                       move['old_volume_id'])
-            try:
-                attachment = self.volume_api.attachment_get(
-                    ctxt, bdm['attachment_id'])
-            except exception.AttachmentNotFound:
-                attachment = None  # Made below: its warning has no traceback.
-            if attachment is None:
-                attachment = self._attach_again(ctxt, move, entry, bdm)
-            # One made again by an earlier run may not be connected yet.
-            if attachment['attach_status'] != 'attached':
-                self._connect_again(ctxt, entry, bdm, attachment['id'])
-
-    def _attach_again(self, ctxt, move: dict, entry: dict,
-                      bdm: dict) -> dict:
-        # Cinder still counts the lost attachment: a single-attach volume
-        # stays in-use, and takes no new one, until told it is detached.
-        self.volume_api.mark_detached(ctxt, move['old_volume_id'],
-                                      bdm['attachment_id'])
-        attachment = self.volume_api.attachment_create(
-            ctxt, move['old_volume_id'], entry['instance_uuid'],
-            entry['attach_mode'])
-        # Recorded first: a resumed step finds it and goes on.
-        db.bdm_update(ctxt, bdm['id'], {'attachment_id': attachment['id']})
-        LOG.warning('Cinder lost the attachment of volume %(volume)s to '
-                    'server %(server)s when it completed the migration; '
-                    'attached it again as %(attachment)s',
-                    {'volume': move['old_volume_id'],
-                     'server': entry['instance_uuid'],
-                     'attachment': attachment['id']})
-        return attachment
-
-    def _connect_again(self, ctxt, entry: dict, bdm: dict,
-                       attachment_id: str) -> None:
-        attachment = self.volume_api.attachment_update(
-            ctxt, attachment_id, services.connector(
-                ctxt, entry['host'], entry['attach_mode']))
-        self.volume_api.attachment_complete(ctxt, attachment_id)
-        db.bdm_update(ctxt, bdm['id'], {'connection_info': dict(
-            attachment['connection_info'],
-            multiattach=(bdm['connection_info'] or {}).get(
-                'multiattach'))})
 
     def _failing(self, ctxt, move: dict) -> dict:
         """The guests go back to the old volume; Cinder drops the new."""
@@ -391,8 +295,8 @@ class MoveConductor:
                     self.client.wait_for(ctxt, migration['id'],
                                          states.CANCELLED, timeout=FOREVER)
             if entry.get('dst_attachment_id'):
-                self._drop_attachment(ctxt, entry['dst_attachment_id'])
-        self._tell_cinder(ctxt, move, error=True)
+                self.attachments.drop(ctxt, entry['dst_attachment_id'])
+        self.attachments.tell_cinder(ctxt, move, error=True)
         LOG.warning('Cinder\'s migration of volume %(old)s failed; every '
                     'guest stays on it: %(reason)s',
                     {'old': move['old_volume_id'], 'reason': move['error']})
