@@ -55,6 +55,8 @@ class OldNameTest(base.BaseTestCase):
         loaded = subprocess.run(
             [python, '-c',
              'import logging; logging.basicConfig(); '
+             # As cinder-volume does before it loads its manager.
+             'from cinder import objects; objects.register_all(); '
              'from oslo_utils import importutils; '
              'from volmig.cinder_volume import manager; '
              'cls = importutils.import_class('
