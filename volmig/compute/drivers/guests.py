@@ -4,12 +4,14 @@ serials, its image, its user and its console log. Where a disk sits in
 the machine (a PCIe slot, a libvirt target) is each driver's own.
 """
 
+import json
 import os
 import threading
 import typing
 
 from oslo_log import log as logging
 
+from volmig import atomic_file
 from volmig import exception
 from volmig import states
 from volmig.compute.drivers.qemu import confinement
@@ -57,6 +59,38 @@ def check_dst(disk: dict, dst_path: str, migration_id: str) -> None:
         raise exception.DestinationMismatch(
             what='volume', migration_id=migration_id,
             reason='it has %d bytes, src has %d' % (dst_size, src_size))
+
+
+class GuestRecord:
+    """A guest's directory under the agent's state path, and its record
+    there (``guest.json``): each driver's guest is one."""
+
+    # The directory's mode, where the guest's QEMU must pass through it.
+    DIRECTORY_MODE: int | None = None
+
+    def __init__(self, directory: str, uuid: str, record: dict):
+        self.directory = directory
+        self.uuid = uuid
+        self.lock = threading.RLock()
+        self.record = record
+
+    @property
+    def disks(self) -> dict:
+        return self.record['disks']
+
+    def path(self, filename: str) -> str:
+        return os.path.join(self.directory, filename)
+
+    def load(self) -> typing.Self:
+        with open(self.path('guest.json')) as handle:
+            self.record = json.load(handle)
+        return self
+
+    def save(self) -> None:
+        os.makedirs(self.directory, exist_ok=True)
+        if self.DIRECTORY_MODE is not None:
+            os.chmod(self.directory, self.DIRECTORY_MODE)
+        atomic_file.write_json(self.path('guest.json'), self.record)
 
 
 class GuestRecords:
@@ -131,6 +165,45 @@ class GuestRecords:
             disks[bdm['volume_id']] = disk
         guest.record['disks'] = disks
         guest.save()
+
+    # A disk's attach and detach: the record is saved once the running
+    # guest has the disk, or has let it go. The hypervisor's part is each
+    # driver's.
+
+    def _place(self, guest) -> dict:
+        """Where a new disk sits in the machine."""
+        raise NotImplementedError
+
+    def _plug(self, guest, disk) -> None:
+        """Give the disk to the guest, if it runs."""
+        raise NotImplementedError
+
+    def _unplug(self, guest, disk) -> None:
+        """Take the disk from the guest, if it runs; raises if the guest
+        keeps it."""
+        raise NotImplementedError
+
+    def _detached(self, disk) -> None:
+        """Drop what the disk left behind once it is off the record."""
+
+    def attach_volume(self, instance, bdm):
+        guest = self._guest(instance)
+        with guest.lock:
+            disk = self._new_disk(bdm, **self._place(guest))
+            self._plug(guest, disk)
+            guest.disks[bdm['volume_id']] = disk
+            guest.save()
+
+    def detach_volume(self, instance, bdm):
+        guest = self._guest(instance)
+        with guest.lock:
+            disk = guest.disks.get(bdm['volume_id'])
+            if disk is None:
+                return
+            self._unplug(guest, disk)
+            del guest.disks[bdm['volume_id']]
+            guest.save()
+            self._detached(disk)
 
     def repoint(self, guest, disk, new_bdm, path: str) -> None:
         """The disk is the new volume from now on."""

@@ -8,13 +8,9 @@ record at each start. libvirt's live XML and block jobs say where each
 disk is now; the record says what the agent asked for.
 """
 
-import json
-import os
 import shutil
-import threading
 from xml.etree import ElementTree  # nosec B405 -- libvirt's own XML
 
-from volmig import atomic_file
 from volmig.compute.drivers import guests
 
 PREFIX = 'volmig-'
@@ -26,7 +22,7 @@ def name(uuid: str) -> str:
     return PREFIX + uuid
 
 
-class Guest:
+class Guest(guests.GuestRecord):
     """A guest's record: ``{image_ref, uid, disks: {volume_id: disk}}``.
 
     A disk is ``{volume_id, attachment_id, attach_mode, multiattach,
@@ -39,29 +35,11 @@ class Guest:
     guests share. A copy onto dst itself would need it to itself.
     """
 
+    # The guest's QEMU, a user of its own, opens its overlays here.
+    DIRECTORY_MODE = SEARCHABLE
+
     def __init__(self, directory: str, uuid: str):
-        self.directory = directory
-        self.uuid = uuid
-        self.lock = threading.RLock()
-        self.record: dict = {'disks': {}}
-
-    @property
-    def disks(self) -> dict:
-        return self.record['disks']
-
-    def path(self, filename: str) -> str:
-        return os.path.join(self.directory, filename)
-
-    def load(self) -> 'Guest':
-        with open(self.path('guest.json')) as handle:
-            self.record = json.load(handle)
-        return self
-
-    def save(self) -> None:
-        os.makedirs(self.directory, exist_ok=True)
-        # The guest's QEMU, a user of its own, opens its overlays here.
-        os.chmod(self.directory, SEARCHABLE)
-        atomic_file.write_json(self.path('guest.json'), self.record)
+        super().__init__(directory, uuid, {'disks': {}})
 
     def remove(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)

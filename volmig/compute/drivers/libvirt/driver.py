@@ -194,43 +194,33 @@ class LibvirtDriver(libvirtd.Libvirtd, migration.LiveMigration,
         return (states.POWER_RUNNING if self.is_running(guest)
                 else states.POWER_SHUTDOWN)
 
-    def attach_volume(self, instance, bdm):
-        guest = self._guest(instance)
-        with guest.lock:
-            disk = self._new_disk(bdm, target=domain.free_target(
-                guest.disks.values()))
-            self._front(guest, disk)
-            found = self.live_domain(guest)
-            if found is not None:
-                try:
-                    found.attachDeviceFlags(
-                        domain.disk_xml(disk, self.conf.qemu.direct_io),
-                        libvirt.VIR_DOMAIN_AFFECT_LIVE)
-                except libvirt.libvirtError as exc:
-                    raise libvirtd.failed(
-                        'attach volume %s' % bdm['volume_id'], exc)
-            guest.disks[bdm['volume_id']] = disk
-            guest.save()
+    def _place(self, guest) -> dict:
+        return {'target': domain.free_target(guest.disks.values())}
 
-    def detach_volume(self, instance, bdm):
-        guest = self._guest(instance)
-        with guest.lock:
-            disk = guest.disks.get(bdm['volume_id'])
-            if disk is None:
-                return
-            found = self.live_domain(guest)
-            if found is not None:
-                self._unplug(guest, found, disk)
-            del guest.disks[bdm['volume_id']]
-            guest.save()
-            if disk.get('front'):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(disk['front'])
+    def _plug(self, guest, disk) -> None:
+        self._front(guest, disk)
+        found = self.live_domain(guest)
+        if found is not None:
+            try:
+                found.attachDeviceFlags(
+                    domain.disk_xml(disk, self.conf.qemu.direct_io),
+                    libvirt.VIR_DOMAIN_AFFECT_LIVE)
+            except libvirt.libvirtError as exc:
+                raise libvirtd.failed(
+                    'attach volume %s' % disk['volume_id'], exc)
 
-    def _unplug(self, guest, found, disk) -> None:
+    def _detached(self, disk) -> None:
+        if disk.get('front'):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(disk['front'])
+
+    def _unplug(self, guest, disk) -> None:
         """Unplug, and wait until the guest released the disk; one that
         does not within ``[qemu] detach_timeout`` keeps it, and this
         raises."""
+        found = self.live_domain(guest)
+        if found is None:
+            return
         action = 'detach volume %s' % disk['volume_id']
         try:
             found.detachDeviceFlags(

@@ -162,25 +162,16 @@ class QemuDriver(overlay.OverlayMigration, swap.LegacySwap,
         return (states.POWER_RUNNING if guest.is_running()
                 else states.POWER_SHUTDOWN)
 
-    def attach_volume(self, instance, bdm):
-        guest = self._guest(instance)
-        with guest.lock:
-            disk = self._new_disk(bdm, slot=guest.free_slot(), gen=0)
-            if guest.is_running():
-                guest.plug(disk)
-            guest.disks[bdm['volume_id']] = disk
-            guest.save()
+    def _place(self, guest) -> dict:
+        return {'slot': guest.free_slot(), 'gen': 0}
 
-    def detach_volume(self, instance, bdm):
-        guest = self._guest(instance)
-        with guest.lock:
-            disk = guest.disks.get(bdm['volume_id'])
-            if disk is None:
-                return
-            if guest.is_running():
-                guest.unplug(disk)
-            del guest.disks[bdm['volume_id']]
-            guest.save()
+    def _plug(self, guest, disk) -> None:
+        if guest.is_running():
+            guest.plug(disk)
+
+    def _unplug(self, guest, disk) -> None:
+        if guest.is_running():
+            guest.unplug(disk)
 
     # qemu-img, for guests that are off.
 

@@ -15,16 +15,13 @@ slot no OS ever powered on is emptied at once.
 """
 
 import contextlib
-import json
 import os
 import signal
 import subprocess  # nosec B404
-import threading
 import time
 
 from oslo_log import log as logging
 
-from volmig import atomic_file
 from volmig import exception
 from volmig.compute.drivers import guests
 from volmig.compute.drivers.qemu import confinement
@@ -34,44 +31,21 @@ from volmig.compute.drivers.qemu import monitor as qmp
 LOG = logging.getLogger(__name__)
 
 
-class Guest(disks.GuestDisks):
+class Guest(guests.GuestRecord, disks.GuestDisks):
 
     def __init__(self, conf, directory: str, uuid: str,
                  loop: qmp.EventLoop, on_event=None):
+        super().__init__(directory, uuid, {'uuid': uuid, 'disks': {}})
         self.conf = conf
-        self.uuid = uuid
-        self.directory = directory
-        self.lock = threading.RLock()
         self._loop = loop
         self._on_event = on_event
         self._monitor: qmp.Monitor | None = None
         # QEMU is a child of the agent that started it: reaped here.
         self._process: subprocess.Popen | None = None
-        self.record: dict = {'uuid': uuid, 'disks': {}}
-
-    # Paths.
-
-    def path(self, name: str) -> str:
-        return os.path.join(self.directory, name)
 
     @property
     def nbd_socket(self) -> str:
         return self.path('nbd.sock')
-
-    # The record on disk.
-
-    def load(self) -> 'Guest':
-        with open(self.path('guest.json')) as handle:
-            self.record = json.load(handle)
-        return self
-
-    def save(self) -> None:
-        os.makedirs(self.directory, exist_ok=True)
-        atomic_file.write_json(self.path('guest.json'), self.record)
-
-    @property
-    def disks(self) -> dict:
-        return self.record['disks']
 
     def free_slot(self) -> int:
         used = {disk['slot'] for disk in self.disks.values()}
