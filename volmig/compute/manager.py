@@ -19,6 +19,7 @@ import oslo_messaging as messaging
 
 from volmig import context
 from volmig import exception
+from volmig import notifications
 from volmig import rpc
 from volmig import signing
 from volmig import states
@@ -26,7 +27,6 @@ from volmig.compute import copies
 from volmig.compute import drivers
 from volmig.compute import jobs
 from volmig.compute import migrations
-from volmig.compute import notifications
 from volmig.compute import rpcapi
 from volmig.compute import volumes
 from volmig.conf import CONF

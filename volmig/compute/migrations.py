@@ -9,9 +9,9 @@ from oslo_log import log as logging
 
 from volmig import exception
 from volmig import metrics
+from volmig import notifications
 from volmig import rpc
 from volmig import states
-from volmig.compute import notifications
 from volmig.compute import reconciliation
 
 LOG = logging.getLogger(__name__)

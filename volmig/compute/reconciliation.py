@@ -9,8 +9,8 @@ import typing
 from oslo_concurrency import lockutils
 from oslo_log import log as logging
 
+from volmig import notifications
 from volmig import states
-from volmig.compute import notifications
 
 LOG = logging.getLogger(__name__)
 

@@ -3,8 +3,9 @@
 They go to the ``versioned_notifications`` topic through oslo.messaging's
 notifier; ``[oslo_messaging_notifications] driver = messagingv2`` turns
 them on (oslo.messaging's default sends nothing). Each payload is a
-versioned object in Nova's envelope, and ``doc/notification_samples`` has
-a sample of each event, which the tests hold the code to.
+versioned object (``objects``: oslo.versionedobjects) in Nova's
+envelope, and ``doc/notification_samples`` has a sample of each event,
+which the tests hold the code to.
 """
 
 import contextlib
@@ -14,25 +15,25 @@ import oslo_messaging as messaging
 
 from volmig import exception
 from volmig import rpc
+from volmig.notifications import objects
 
 LOG = logging.getLogger(__name__)
 
 TOPIC = 'versioned_notifications'
-NAMESPACE = 'volmig'
 
 # A migration's events, as the agent sends them.
 MIGRATION_START = 'volume_migration.start'
 MIGRATION_CANCEL = 'volume_migration.cancel'
 MIGRATION_COMPLETE = 'volume_migration.complete'
 
-# Event type (without the phase) -> (payload object, version).
-PAYLOADS = {
-    'instance.create': ('InstanceCreatePayload', '1.0'),
-    'instance.volume_attach': ('InstanceActionVolumePayload', '1.0'),
-    'instance.volume_swap': ('InstanceActionVolumeSwapPayload', '1.0'),
-    MIGRATION_START: ('VolumeMigrationPayload', '1.0'),
-    MIGRATION_CANCEL: ('VolumeMigrationPayload', '1.0'),
-    MIGRATION_COMPLETE: ('VolumeMigrationPayload', '1.0'),
+# Event type (without the phase) -> its payload.
+PAYLOADS: dict[str, type[objects.Payload]] = {
+    'instance.create': objects.InstanceCreatePayload,
+    'instance.volume_attach': objects.InstanceActionVolumePayload,
+    'instance.volume_swap': objects.InstanceActionVolumeSwapPayload,
+    MIGRATION_START: objects.VolumeMigrationPayload,
+    MIGRATION_CANCEL: objects.VolumeMigrationPayload,
+    MIGRATION_COMPLETE: objects.VolumeMigrationPayload,
 }
 
 INSTANCE_FIELDS = ('uuid', 'name', 'host', 'project_id', 'user_id',
@@ -59,16 +60,16 @@ class Notifier:
     def notify(self, ctxt, event: str, phase: str, data: dict,
                exc: Exception | None = None) -> None:
         """Send ``event.phase``; a notification never fails the work."""
-        name, version = PAYLOADS[event]
         if exc is not None:
             data = dict(data, fault={
                 'exception': type(exc).__name__,
                 'exception_message': exception.safe_message(exc)})
-        payload = {'volmig_object.name': name,
-                   'volmig_object.namespace': NAMESPACE,
-                   'volmig_object.version': version,
-                   'volmig_object.data': data}
         try:
+            made = PAYLOADS[event].of(data)
+            # Every field of a new object reads as changed: that says
+            # nothing, so it is not sent.
+            made.obj_reset_changes(recursive=True)
+            payload = made.obj_to_primitive()
             if self._notifier is None:
                 self._notifier = rpc.get_notifier(self.publisher_id, TOPIC)
             notifier = self._notifier
