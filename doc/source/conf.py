@@ -1,9 +1,16 @@
 """Sphinx configuration of volmig's documentation (``tox -e docs``)."""
 
+import os
+import sys
+
+# doc/ext: the notification page's directive.
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'ext'))
+
 project = 'volmig'
 copyright = 'volmig developers'
 extensions = [
     'cliff.sphinxext',
+    'notification_samples',
     'os_api_ref',
     'oslo_config.sphinxext',
     'oslo_policy.sphinxext',

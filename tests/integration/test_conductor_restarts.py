@@ -66,11 +66,13 @@ class Restarts:
 
     def conductor_back_after(self, hold: float) -> float:
         """The conductor died: it stays down ``hold`` s, then starts
-        again; returns when it died."""
+        again; returns when it died, once it consumes again. (Until then
+        volmig-api rightly answers a look at the migrations 503, which
+        the checks that follow take for a failure.)"""
         self.cluster.wait_for_death('conductor')
         died = time.monotonic()
         time.sleep(hold)
-        self.cluster.restart('conductor')
+        self.cluster.restart('conductor').wait_ready()
         return died
 
     def assert_settled(self, fault: str, died: float, server, vol,

@@ -16,6 +16,7 @@ import signal
 
 from oslo_utils import timeutils
 
+from tests import notification_samples
 from tests.integration import real_guest_base
 from volmig.compute.drivers import guests
 
@@ -87,6 +88,12 @@ class DrainTestCase(real_guest_base.RealGuestTestCase):
 
 
 class MixedPoolDrainTest(DrainTestCase):
+
+    def options(self):
+        options = super().options()
+        # The versioned notifications, on this vhost's RabbitMQ.
+        options[('oslo_messaging_notifications', 'driver')] = 'messagingv2'
+        return options
 
     def test_drain_of_a_mixed_pool(self):
         small, large = self.volume(size_mb=8), self.volume(size_mb=24)
@@ -217,6 +224,25 @@ class MixedPoolDrainTest(DrainTestCase):
         self.wait_until(lambda: 'RESUME %s %d' % (serial, max(single_acks))
                         in self.console_log(s1), timeout=120,
                         what='the guest to read its last write from pool-b')
+        self.assert_notifications_sent()
+
+    def assert_notifications_sent(self):
+        """What the services sent over RabbitMQ through all this: every
+        message of its sample's shape, and each kind a drain of live
+        volumes makes, from each service."""
+        messages = notification_samples.from_broker(self.vhost.url)
+        notification_samples.check_shapes(self, messages)
+        sent = {(message['event_type'],
+                 message['publisher_id'].partition(':')[0])
+                for message in messages}
+        for expected in (('instance.create.end', 'volmig-compute'),
+                         ('volume_migration.start.end', 'volmig-compute'),
+                         ('volume_migration.complete.end', 'volmig-compute'),
+                         ('volume_migration.update', 'volmig-conductor'),
+                         ('volume_pool.drain.start', 'volmig-volume'),
+                         ('volume_pool.drain.volume', 'volmig-volume'),
+                         ('volume_pool.drain.end', 'volmig-volume')):
+            self.assertIn(expected, sent)
 
 
 class DrainRestartTest(DrainTestCase):

@@ -13,11 +13,15 @@ from volmig.notifications import objects
 # test), then the fingerprint here.
 EXPECTED = {
     'BlockDevicePayload': '1.0-78f9cf814d411918ad71c4679106cca3',
+    'DrainPayload': '1.0-84099afa795fc71ca9c778ad651856be',
+    'DrainVolumePayload': '1.0-409d575b9c0022c0a4f1c11309939632',
     'ExceptionPayload': '1.0-f588e6166977aa92e065a2ff1b94d24c',
+    'ServiceStatusPayload': '1.0-17c8f4d29f7999d84c81f3bfe4f9bb43',
     'InstanceActionVolumePayload': '1.1-ed397cc23a79dbe4579435e4d1df9044',
     'InstanceActionVolumeSwapPayload': '1.1-13e5ad713de7969c472301453fa64295',
     'InstanceCreatePayload': '1.1-ad663c46d80ac5be83417eac7da3eb64',
     'VolumeMigrationPayload': '1.1-d92f954476dc081e20d036a20ef0b08b',
+    'VolumeMigrationUpdatePayload': '1.0-1d0d020d739740009c8868b2bd76802d',
 }
 
 

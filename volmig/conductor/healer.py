@@ -16,6 +16,7 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from volmig import exception
+from volmig import notifications
 from volmig import states
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import destinations
@@ -50,14 +51,35 @@ class Healer:
         self.compute_api = compute_api
 
     def run(self, ctxt) -> None:
-        down = {service['host']: service
-                for service in service_db.get_all(
-                    ctxt, compute_rpcapi.BINARY)
-                if not services.service_is_up(service)}
+        every = service_db.get_all(ctxt)
+        self._announce_services(ctxt, every)
+        down = {service['host']: service for service in every
+                if service['binary'] == compute_rpcapi.BINARY
+                and not services.service_is_up(service)}
         self._reconcile_silent_migrations(ctxt, down)
         self._fail_unclaimed_migrations(ctxt)
         self._clear_stuck_tasks(ctxt, down)
         self._retry_lost_tasks(ctxt, down)
+
+    def _announce_services(self, ctxt, every: list[dict]) -> None:
+        """``service.down`` for a service newly silent past
+        ``service_down_time``, ``service.up`` once it is heard again:
+        once each, by whichever conductor records it first."""
+        since = services.up_since()
+        for service in every:
+            down = service['last_seen_at'] < since
+            if down == service['reported_down'] or not \
+                    service_db.mark_reported(ctxt, service['id'], down, since):
+                continue
+            (LOG.warning if down else LOG.info)(
+                'Service %(binary)s on %(host)s is %(state)s', {
+                    'binary': service['binary'], 'host': service['host'],
+                    'state': 'down' if down else 'up again'})
+            self.migrations.notifier.notify(
+                ctxt, notifications.SERVICE, 'down' if down else 'up', {
+                    name: service[name] for name in (
+                        'host', 'binary', 'version', 'disabled',
+                        'last_seen_at')}, error=down)
 
     def _reconcile_silent_migrations(self, ctxt, down: dict) -> None:
         stall = CONF.conductor.migration_stall_timeout

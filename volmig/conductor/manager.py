@@ -9,6 +9,7 @@ from oslo_utils import versionutils
 from volmig import block_storage
 from volmig import context as volmig_context
 from volmig import exception
+from volmig import notifications
 from volmig import rpc
 from volmig import signing
 from volmig.compute import rpcapi as compute_rpcapi
@@ -61,7 +62,9 @@ class ConductorManager:
         self.instances = instances.InstanceConductor(volume_api, compute_api)
         self.swaps = swaps.SwapConductor(self.instances, self.cinder_moves)
         self.migrations = migrations.MigrationConductor(
-            volume_api, on_end=self._migration_ended)
+            volume_api, on_end=self._migration_ended,
+            notifier=notifications.Notifier('%s:%s' % (rpcapi.BINARY,
+                                                       host)))
         self.queue = queue.MigrationQueue(self.migrations, compute_api,
                                            host)
         self.healer = healer.Healer(self.migrations, compute_api)

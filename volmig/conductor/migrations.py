@@ -117,6 +117,7 @@ class MigrationConductor(reports.MigrationReports):
                  {'id': migration['id'], 'mode': mode, 'status': status,
                   'held': ': %s' % held if held else '',
                   'volume': volume['id'], 'instance': instance['uuid']})
+        self.recorded(ctxt, migration, None)
         return {'migration': present(migration), 'bdm': bdm, 'created': True}
 
     def accept_cancel(self, ctxt, src_attachment_id: str) -> dict:
@@ -134,6 +135,7 @@ class MigrationConductor(reports.MigrationReports):
                 {'status': states.CANCELLING,
                  'job_started_at': timeutils.utcnow()},
                 expected_status=states.STARTED)
+            self.recorded(ctxt, migration, states.STARTED)
         bdm = instances_db.bdm_get_by_attachment(ctxt, src_attachment_id)
         # Asked again while cancelling, it is sent again, as a complete
         # is: its conductor may have died before volmig-api cast it. An
@@ -175,9 +177,11 @@ class MigrationConductor(reports.MigrationReports):
                                     'dst_attachment_id': dst_attachment_id},
             expected_status=states.STARTED)
         try:
-            return migration, destinations.connect_dst(
+            connected = destinations.connect_dst(
                 self.volume_api, ctxt, dst, migration['host'],
                 bdm['attach_mode'])
+            self.recorded(ctxt, migration, states.STARTED)
+            return migration, connected
         except Exception:
             # No agent has heard of this complete yet: back to started.
             db.migration_update(ctxt, migration['id'], {

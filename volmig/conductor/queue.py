@@ -138,6 +138,7 @@ class MigrationQueue:
                     expected_status=states.QUEUED)
             except exception.InvalidMigrationState:
                 return  # cancelled meanwhile, or another conductor's now
+        self.migrations.recorded(ctxt, migration, states.QUEUED)
         LOG.info('Volume migration %s leaves the queue', migration['id'])
         bdm = instances_db.bdm_get_by_attachment(
             ctxt, migration['src_attachment_id'])

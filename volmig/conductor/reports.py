@@ -3,13 +3,17 @@ its record along the state machine, in one compare-and-swap on the status
 in the transaction of the records its effect changes.
 
 A repeated report (an agent that restarted) is a no-op; one the state
-machine has no edge for is refused (``InvalidMigrationState``).
+machine has no edge for is refused (``InvalidMigrationState``). Each
+status recorded, whoever asked for it, is logged and sent as a
+``volume_migration.update`` notification once it is committed
+(``recorded``).
 """
 
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from volmig import exception
+from volmig import notifications
 from volmig import states
 from volmig.conductor import rules
 from volmig.conductor import views
@@ -23,10 +27,38 @@ present = views.present
 
 class MigrationReports:
 
-    def __init__(self, volume_api, on_end=lambda: None):
+    def __init__(self, volume_api, on_end=lambda: None,
+                 notifier: notifications.Notifier | None = None):
         self.volume_api = volume_api
         # Called when a migration ends: its cap slot is free.
         self._on_end = on_end
+        self.notifier = notifier or notifications.Notifier(
+            'volmig-conductor')
+
+    def recorded(self, ctxt, migration: dict, old_status: str | None) -> None:
+        """A status recorded and committed (``old_status`` None: a new
+        migration): logged, and sent as ``volume_migration.update``, at
+        priority ERROR with its phase and reason for a failure."""
+        failed = migration['status'] == states.ERROR
+        if failed:
+            LOG.error('Volume migration %(id)s of server %(instance)s '
+                      'failed while %(phase)s: %(reason)s',
+                      {'id': migration['id'],
+                       'phase': migration['error_phase'],
+                       'reason': migration['error_reason'],
+                       'instance': migration['instance_uuid']})
+        else:
+            LOG.info('Volume migration %(id)s of server %(instance)s is '
+                     '%(status)s', {'id': migration['id'],
+                                    'status': migration['status'],
+                                    'instance': migration['instance_uuid']})
+        data = dict(notifications.migration_data(migration),
+                    old_status=old_status)
+        if failed:
+            data.update(error_phase=migration['error_phase'],
+                        error_reason=migration['error_reason'])
+        self.notifier.notify(ctxt, notifications.MIGRATION, 'update', data,
+                             error=failed)
 
     def started(self, ctxt, migration_id: str, pauses: dict) -> dict:
         """The agent stopped every write to src; the start's owner is
@@ -60,8 +92,10 @@ class MigrationReports:
         self.volume_api.attachment_complete(ctxt, dst['id'])
         with db.transaction(ctxt):
             migration = self._move(ctxt, migration_id, {states.COMPLETING},
-                                   states.SRC_RELEASED, pauses)
+                                   states.SRC_RELEASED, pauses,
+                                   announce=False)
             self._repoint_to(ctxt, current, dst)
+        self.recorded(ctxt, migration, states.COMPLETING)
         return migration
 
     def job_ended(self, ctxt, migration_id: str, status: str,
@@ -104,12 +138,16 @@ class MigrationReports:
 
     @db.retried
     def _move(self, ctxt, migration_id: str, sources: set, status: str,
-              pauses: dict | None, **values) -> dict:
+              pauses: dict | None, announce: bool = True, **values) -> dict:
+        """One report's move; ``announce`` False: the caller's transaction
+        goes on, and it calls ``recorded`` once it is committed."""
         with db.transaction(ctxt):
             migration = self._first_move(ctxt, migration_id, sources, status,
                                          pauses, values)
+            old = next(iter(sources))
             if migration is None:
                 current = db.migration_get(ctxt, migration_id)
+                old = current['status']
                 if current['status'] == status:
                     # A repeated report (an agent that restarted): no-op.
                     return present(current)
@@ -128,9 +166,8 @@ class MigrationReports:
                 self._unlock_instance(ctxt, migration)
         if status in states.TERMINAL:
             self._on_end()
-        LOG.info('Volume migration %(id)s of server %(instance)s is '
-                 '%(status)s', {'id': migration_id, 'status': status,
-                                'instance': migration['instance_uuid']})
+        if announce:
+            self.recorded(ctxt, migration, old)
         return present(migration)
 
     @staticmethod
@@ -155,9 +192,12 @@ class MigrationReports:
                 # The first report of the commit job.
                 values.update(status=states.COMMITTING,
                               job_started_at=timeutils.utcnow())
-            return present(db.migration_update(
+            migration = db.migration_update(
                 ctxt, migration_id, values,
-                expected_status=current['status']))
+                expected_status=current['status'])
+        if migration['status'] != current['status']:
+            self.recorded(ctxt, migration, current['status'])
+        return present(migration)
 
     @db.retried
     def fail(self, ctxt, migration_id: str, reason: str,
@@ -178,10 +218,7 @@ class MigrationReports:
                 expected_status=current['status'])
             self._unlock_instance(ctxt, migration)
         self._on_end()
-        LOG.error('Volume migration %(id)s of server %(instance)s failed '
-                  'while %(phase)s: %(reason)s',
-                  {'id': migration_id, 'phase': current['status'],
-                   'reason': reason, 'instance': current['instance_uuid']})
+        self.recorded(ctxt, migration, current['status'])
         return present(migration)
 
     @db.retried

@@ -35,6 +35,9 @@ class Service(Base):
     disabled = sa.Column(sa.Boolean, nullable=False, default=False,
                          server_default=sa.false())
     disabled_reason = sa.Column(sa.String(255))
+    # Its going down was announced (service.down); cleared with service.up.
+    reported_down = sa.Column(sa.Boolean, nullable=False, default=False,
+                              server_default=sa.false())
 
 
 class Instance(Base):

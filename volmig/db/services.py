@@ -35,6 +35,23 @@ def update(ctxt, binary: str, host: str, topic: str, version: str,
 
 
 @engine.retried
+def mark_reported(ctxt, service_id: int, down: bool,
+                  seen_since: datetime.datetime) -> bool:
+    """Record that the service's going ``down`` (or back up) is announced;
+    whether this call did, the service still being so. A compare-and-swap:
+    of several conductors, one announces it."""
+    seen = models.Service.__table__.c.last_seen_at
+    still = seen < seen_since if down else seen >= seen_since
+    with engine.transaction(ctxt) as session:
+        return bool(session.execute(
+            sa.update(models.Service).where(
+                models.Service.id == service_id,
+                models.Service.reported_down == (not down), still).values(
+                    reported_down=down)
+            .execution_options(synchronize_session=False)).rowcount)
+
+
+@engine.retried
 def get_all(ctxt, binary: str | None = None, host: str | None = None,
             limit: int | None = None, marker: int | None = None) -> list[dict]:
     """Services by host; a page of ``limit`` after the service whose id

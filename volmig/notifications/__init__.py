@@ -25,6 +25,13 @@ TOPIC = 'versioned_notifications'
 MIGRATION_START = 'volume_migration.start'
 MIGRATION_CANCEL = 'volume_migration.cancel'
 MIGRATION_COMPLETE = 'volume_migration.complete'
+# Each status the conductor records (phase ``update``).
+MIGRATION = 'volume_migration'
+# A pool's drain (phases ``start`` and ``end``), and each of its volumes
+# (phase ``volume``), from volmig-volume.
+DRAIN = 'volume_pool.drain'
+# A service gone silent (phase ``down``), or heard again (``up``).
+SERVICE = 'service'
 
 # Event type (without the phase) -> its payload.
 PAYLOADS: dict[str, type[objects.Payload]] = {
@@ -34,6 +41,13 @@ PAYLOADS: dict[str, type[objects.Payload]] = {
     MIGRATION_START: objects.VolumeMigrationPayload,
     MIGRATION_CANCEL: objects.VolumeMigrationPayload,
     MIGRATION_COMPLETE: objects.VolumeMigrationPayload,
+    MIGRATION: objects.VolumeMigrationUpdatePayload,
+    DRAIN: objects.DrainPayload,
+    SERVICE: objects.ServiceStatusPayload,
+}
+# A payload of another class than its event's, by event type.
+PHASE_PAYLOADS: dict[str, type[objects.Payload]] = {
+    DRAIN + '.volume': objects.DrainVolumePayload,
 }
 
 INSTANCE_FIELDS = ('uuid', 'name', 'host', 'project_id', 'user_id',
@@ -58,23 +72,27 @@ class Notifier:
         self._notifier: messaging.Notifier | None = None
 
     def notify(self, ctxt, event: str, phase: str, data: dict,
-               exc: Exception | None = None) -> None:
-        """Send ``event.phase``; a notification never fails the work."""
+               exc: Exception | None = None, error: bool = False) -> None:
+        """Send ``event.phase``, at priority ERROR for an ``error`` phase
+        or ``error``; a notification never fails the work."""
         if exc is not None:
             data = dict(data, fault={
                 'exception': type(exc).__name__,
                 'exception_message': exception.safe_message(exc)})
         try:
-            made = PAYLOADS[event].of(data)
-            # Every field of a new object reads as changed: that says
-            # nothing, so it is not sent.
-            made.obj_reset_changes(recursive=True)
-            payload = made.obj_to_primitive()
             if self._notifier is None:
                 self._notifier = rpc.get_notifier(self.publisher_id, TOPIC)
             notifier = self._notifier
-            send = notifier.error if phase == 'error' else notifier.info
-            send(ctxt, '%s.%s' % (event, phase), payload)
+            if not notifier.is_enabled():
+                return  # No driver: the payload would cost for nothing.
+            made = PHASE_PAYLOADS.get('%s.%s' % (event, phase),
+                                      PAYLOADS[event]).of(data)
+            # Every field of a new object reads as changed: that says
+            # nothing, so it is not sent.
+            made.obj_reset_changes(recursive=True)
+            send = (notifier.error if error or phase == 'error'
+                    else notifier.info)
+            send(ctxt, '%s.%s' % (event, phase), made.obj_to_primitive())
         except Exception:
             LOG.exception('Could not send notification %s.%s', event, phase)
 

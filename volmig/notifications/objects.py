@@ -105,18 +105,85 @@ class InstanceActionVolumeSwapPayload(Payload):
                   attach_mode=fields.StringField())
 
 
+MIGRATION_FIELDS: dict[str, fields.Field] = {
+    'id': fields.UUIDField(),
+    'instance_uuid': fields.UUIDField(),
+    'volume_id': fields.UUIDField(),
+    'src_attachment_id': fields.UUIDField(),
+    'dst_attachment_id': fields.UUIDField(nullable=True),
+    'mode': fields.StringField(),
+    'host': fields.StringField(),
+    'status': fields.StringField(),
+}
+
+
 @base.VersionedObjectRegistry.register
 class VolumeMigrationPayload(Payload):
     # 1.1: an object, fault ExceptionPayload
     VERSION = '1.1'
+    fields = dict(MIGRATION_FIELDS, fault=fields.ObjectField(
+        'ExceptionPayload', nullable=True))
+
+
+@base.VersionedObjectRegistry.register
+class ServiceStatusPayload(Payload):
+    """A service that went down (silent past ``service_down_time``) or
+    came back: when it was last heard from."""
+
+    VERSION = '1.0'
+    fields = {
+        'host': fields.StringField(),
+        'binary': fields.StringField(),
+        'version': fields.StringField(),
+        'disabled': fields.BooleanField(),
+        'last_seen_at': fields.DateTimeField(),
+    }
+
+
+@base.VersionedObjectRegistry.register
+class DrainPayload(Payload):
+    """A pool's drain, as it starts and as it ends: its volumes counted
+    by state (``pending``, ``migrating``, ``done``, ...)."""
+
+    VERSION = '1.0'
     fields = {
         'id': fields.UUIDField(),
-        'instance_uuid': fields.UUIDField(),
-        'volume_id': fields.UUIDField(),
-        'src_attachment_id': fields.UUIDField(),
-        'dst_attachment_id': fields.UUIDField(nullable=True),
-        'mode': fields.StringField(),
         'host': fields.StringField(),
+        'pool': fields.StringField(),
+        'target_pool': fields.StringField(),
         'status': fields.StringField(),
-        'fault': fields.ObjectField('ExceptionPayload', nullable=True),
+        'max_parallel': fields.IntegerField(),
+        'volumes': fields.DictOfIntegersField(),
     }
+
+
+@base.VersionedObjectRegistry.register
+class DrainVolumePayload(Payload):
+    """One volume of a drain, each time its state changes: how it moves
+    (``action``), where it is (``state``), why, and its servers."""
+
+    VERSION = '1.0'
+    fields = {
+        'drain_id': fields.UUIDField(),
+        'host': fields.StringField(),
+        'pool': fields.StringField(),
+        'target_pool': fields.StringField(),
+        'volume_id': fields.UUIDField(),
+        'action': fields.StringField(),
+        'state': fields.StringField(),
+        'old_state': fields.StringField(nullable=True),
+        'reason': fields.StringField(nullable=True),
+        'instance_uuids': fields.ListOfStringsField(),
+    }
+
+
+@base.VersionedObjectRegistry.register
+class VolumeMigrationUpdatePayload(Payload):
+    """A status the conductor recorded, and the one it replaced (none for
+    a new migration); a failure's phase and reason."""
+
+    VERSION = '1.0'
+    fields = dict(MIGRATION_FIELDS,
+                  old_status=fields.StringField(nullable=True),
+                  error_phase=fields.StringField(nullable=True),
+                  error_reason=fields.StringField(nullable=True))

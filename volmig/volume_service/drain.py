@@ -16,6 +16,10 @@ volumes' own records and begins the next ones its ``max_parallel``
 allows, so a restart of volmig-volume (or of any service) resumes it
 where it stopped: a volume that reached the target pool is done and is
 never copied again, and one cut off mid-copy is resumed by the mover.
+
+A drain's start and end, and each change of a volume's state once a pass
+has recorded it, are sent as ``volume_pool.drain.start``, ``.end`` and
+``.volume`` notifications.
 """
 
 import os
@@ -28,6 +32,7 @@ from oslo_utils import uuidutils
 
 from volmig import context as volmig_context
 from volmig import exception
+from volmig import notifications
 from volmig import states
 from volmig.db import drains
 from volmig.volume_service import pool_moves
@@ -141,11 +146,21 @@ def progress(drain: dict, volumes: dict[str, dict]) -> dict:
             'elapsed_seconds': round(elapsed, 1), 'eta_seconds': eta}
 
 
+def counts(entries: list[dict]) -> dict[str, int]:
+    """A drain's volumes, counted by state."""
+    found: dict[str, int] = {}
+    for entry in entries:
+        found[entry['state']] = found.get(entry['state'], 0) + 1
+    return found
+
+
 class Drainer:
 
-    def __init__(self, volumes, mover: pool_moves.Mover):
+    def __init__(self, volumes, mover: pool_moves.Mover, host: str):
         self.volumes = volumes
         self.mover = mover
+        self.host = host
+        self.notifier = notifications.Notifier('volmig-volume:%s' % host)
         # A pass runs on the periodic task and when a migration ends;
         # one at a time, or two could begin past max_parallel.
         self._passing = threading.Lock()
@@ -167,8 +182,8 @@ class Drainer:
         if running and running['status'] == RUNNING and not dry_run:
             raise exception.DrainRunning(pool=pool, drain_id=running['id'],
                                          target=running['target_pool'])
-        entries = plan(self.volumes.list_volumes(ctxt), pool, target,
-                       capacity_mb(target_dir))
+        found = self.volumes.list_volumes(ctxt)
+        entries = plan(found, pool, target, capacity_mb(target_dir))
         if dry_run:
             return {'pool': pool, 'target_pool': target, 'dry_run': True,
                     'max_parallel': max_parallel,
@@ -182,7 +197,39 @@ class Drainer:
                  'move, at most %d at once', pool, target, len(entries),
                  sum(1 for e in entries if e['state'] == SKIPPED),
                  max_parallel)
+        self._announce(ctxt, drain, 'start')
+        self._announce_volumes(ctxt, drain, [], {
+            volume['id']: volume for volume in found})
         return self.show(ctxt, pool, drain)
+
+    def _announce(self, ctxt, drain: dict, phase: str) -> None:
+        """``volume_pool.drain.start`` or ``.end``."""
+        self.notifier.notify(ctxt, notifications.DRAIN, phase, {
+            'id': drain['id'], 'host': self.host, 'pool': drain['pool'],
+            'target_pool': drain['target_pool'], 'status': drain['status'],
+            'max_parallel': drain['max_parallel'],
+            'volumes': counts(drain['volumes'])})
+
+    def _announce_volumes(self, ctxt, drain: dict, before: list[dict],
+                          volumes: dict[str, dict]) -> None:
+        """``volume_pool.drain.volume`` for each volume of the plan
+        (``before`` empty) or whose state a pass changed, with the
+        servers it is attached to."""
+        was = {entry['volume_id']: entry['state'] for entry in before}
+        for entry in drain['volumes']:
+            if entry['state'] == was.get(entry['volume_id']):
+                continue
+            volume = volumes.get(entry['volume_id']) or {}
+            self.notifier.notify(ctxt, notifications.DRAIN, 'volume', {
+                'drain_id': drain['id'], 'host': self.host,
+                'pool': drain['pool'], 'target_pool': drain['target_pool'],
+                'volume_id': entry['volume_id'], 'action': entry['action'],
+                'state': entry['state'],
+                'old_state': was.get(entry['volume_id']),
+                'reason': entry['reason'],
+                'instance_uuids': sorted({
+                    attachment['instance_uuid'] for attachment
+                    in volume.get('attachments', ())})})
 
     def show(self, ctxt, pool: str, drain: dict | None = None) -> dict:
         """The pool's latest drain, with its progress."""
@@ -216,6 +263,7 @@ class Drainer:
             drain['id'], expected_status=RUNNING, status=CANCELLED,
             finished_at=timeutils.utcnow())
         LOG.warning('Drain of pool %s cancelled', pool)
+        self._announce(ctxt, drain, 'end')
         return self.show(ctxt, pool, drain)
 
     def run_once(self) -> None:
@@ -258,10 +306,14 @@ class Drainer:
             LOG.info('Drain of pool %s into %s completed', drain['pool'],
                      target)
         try:
-            drains.update(drain['id'], expected_status=RUNNING,
-                                      **values)
+            updated = drains.update(drain['id'], expected_status=RUNNING,
+                                    **values)
         except exception.NoDrainRunning:
             LOG.info('Drain %s was cancelled during its pass', drain['id'])
+            return
+        self._announce_volumes(ctxt, updated, drain['volumes'], volumes)
+        if updated['status'] == COMPLETED:
+            self._announce(ctxt, updated, 'end')
 
     def _begin(self, ctxt, drain: dict, entry: dict, now: float) -> bool:
         try:

@@ -86,7 +86,7 @@ class VolumeManager:
         self.host = host
         self.volumes = FileVolumes()
         self.mover = pool_moves.Mover(self.volumes, CONF)
-        self.drainer = drain.Drainer(self.volumes, self.mover)
+        self.drainer = drain.Drainer(self.volumes, self.mover, host)
         self.mover.on_end = self.drainer.run_once
 
     # Service plumbing.
