@@ -14,7 +14,11 @@ from oslo_log import log as logging
 from volmig import atomic_file
 from volmig import exception
 from volmig import states
+from volmig.compute import volumes as volumes_mod
+from volmig.compute.drivers import images as images_mod
+from volmig.compute.drivers import journal as journal_mod
 from volmig.compute.drivers.qemu import confinement
+from volmig.conf import compute as compute_conf
 
 LOG = logging.getLogger(__name__)
 
@@ -102,11 +106,18 @@ class GuestRecords:
 
     if typing.TYPE_CHECKING:
         conf: typing.Any
-        volumes: typing.Any
-        images: typing.Any
-        _guests: dict
-        _users: threading.Lock
-        journal: typing.Any
+
+    def __init__(self, conf):
+        super().__init__(conf)
+        root = compute_conf.state_path(conf)
+        # A directory a guest, and the job journal, under the state path.
+        self._guests_dir = os.path.join(root, 'guests')
+        self.journal = journal_mod.Journal(os.path.join(root, 'jobs'))
+        self.images = images_mod.ImageStore(conf.qemu.image_dir)
+        self.volumes = volumes_mod.VolumeConnector(conf)
+        self._guests: dict[str, typing.Any] = {}
+        # One uid a guest: picked under this.
+        self._users = threading.Lock()
 
     def _guest(self, instance) -> typing.Any:
         try:

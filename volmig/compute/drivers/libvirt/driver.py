@@ -13,7 +13,6 @@ its own, which libvirt gives the guest's files while it uses them.
 import contextlib
 import os
 import shutil
-import threading
 import time
 import typing
 
@@ -22,16 +21,12 @@ from oslo_log import log as logging
 
 from volmig import exception
 from volmig import states
-from volmig.compute import volumes
 from volmig.compute.drivers import base
 from volmig.compute.drivers import guests
-from volmig.compute.drivers import images
-from volmig.compute.drivers import journal
 from volmig.compute.drivers.libvirt import connection as libvirtd
 from volmig.compute.drivers.libvirt import domain
 from volmig.compute.drivers.libvirt import migration
 from volmig.compute.drivers.libvirt import swap
-from volmig.conf import compute as compute_conf
 
 LOG = logging.getLogger(__name__)
 
@@ -50,16 +45,6 @@ class LibvirtDriver(libvirtd.Libvirtd, migration.LiveMigration,
 
     # libvirtd starts QEMU as the guest's user.
     USER_SWITCHED_BY_AGENT = False
-
-    def __init__(self, conf):
-        super().__init__(conf)
-        root = compute_conf.state_path(conf)
-        self._guests_dir = os.path.join(root, 'guests')
-        self.journal = journal.Journal(os.path.join(root, 'jobs'))
-        self.images = images.ImageStore(conf.qemu.image_dir)
-        self.volumes = volumes.VolumeConnector(conf)
-        self._guests: dict[str, domain.Guest] = {}
-        self._users = threading.Lock()
 
     @property
     def capabilities(self):

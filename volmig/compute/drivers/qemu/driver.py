@@ -14,17 +14,13 @@ import threading
 from oslo_log import log as logging
 
 from volmig import states
-from volmig.compute import volumes
 from volmig.compute.drivers import base
 from volmig.compute.drivers import guests
-from volmig.compute.drivers import images
-from volmig.compute.drivers import journal as journal_mod
 from volmig.compute.drivers import qemu_img
 from volmig.compute.drivers.qemu import guest as guest_mod
 from volmig.compute.drivers.qemu import monitor as qmp
 from volmig.compute.drivers.qemu import overlay
 from volmig.compute.drivers.qemu import swap
-from volmig.conf import compute as compute_conf
 
 LOG = logging.getLogger(__name__)
 
@@ -42,14 +38,7 @@ class QemuDriver(overlay.OverlayMigration, swap.LegacySwap,
 
     def __init__(self, conf):
         super().__init__(conf)
-        root = compute_conf.state_path(conf)
-        self._guests_dir = os.path.join(root, 'guests')
-        self.journal = journal_mod.Journal(os.path.join(root, 'jobs'))
-        self.images = images.ImageStore(conf.qemu.image_dir)
         self._loop: qmp.EventLoop | None = None
-        self._guests: dict[str, guest_mod.Guest] = {}
-        self._users = threading.Lock()
-        self.volumes = volumes.VolumeConnector(conf)
 
     @property
     def capabilities(self):
