@@ -65,6 +65,9 @@ class Healer:
         """``service.down`` for a service newly silent past
         ``service_down_time``, ``service.up`` once it is heard again:
         once each, by whichever conductor records it first."""
+        notifier = self.migrations.notifier
+        if notifier is None:
+            return
         since = services.up_since()
         for service in every:
             down = service['last_seen_at'] < since
@@ -75,7 +78,7 @@ class Healer:
                 'Service %(binary)s on %(host)s is %(state)s', {
                     'binary': service['binary'], 'host': service['host'],
                     'state': 'down' if down else 'up again'})
-            self.migrations.notifier.notify(
+            notifier.notify(
                 ctxt, notifications.SERVICE, 'down' if down else 'up', {
                     name: service[name] for name in (
                         'host', 'binary', 'version', 'disabled',
