@@ -91,7 +91,7 @@ class OperatorToolsTest(base.ProcessTestCase):
         example = subprocess.Popen(
             [sys.executable, os.path.join(ROOT, 'doc', 'examples',
                                           'notification_consumer.py'),
-             '--transport-url', self.vhost.url, '--count', '4'],
+             '--transport-url', self.vhost.url, '--count', '6'],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.addCleanup(example.kill)
         self.assertEqual('listening\n', example.stdout.readline())
@@ -99,17 +99,24 @@ class OperatorToolsTest(base.ProcessTestCase):
         migration = self.client.start(self.ctxt, bdm['attachment_id'])
         output, _ = example.communicate(timeout=60)
         # The listener dispatches on a pool of threads: any order.
-        lines = {tuple(line.split()[:3]): line.split()[3]
-                 for line in output.splitlines()}
+        lines = [line.split() for line in output.splitlines()]
         publisher = 'volmig-compute:compute-1'
+        agent = {tuple(line[:3]): line[3] for line in lines
+                 if line[1] == publisher}
         self.assertEqual(
             {('instance.create.start', publisher, server['uuid']),
              ('instance.create.end', publisher, server['uuid']),
              ('volume_migration.start.start', publisher, migration['id']),
              ('volume_migration.start.end', publisher, migration['id'])},
-            set(lines))
-        self.assertEqual('started', lines[('volume_migration.start.end',
+            set(agent))
+        self.assertEqual('started', agent[('volume_migration.start.end',
                                            publisher, migration['id'])])
+        # The conductor's: each status it recorded.
+        self.assertEqual(
+            [('volume_migration.update', migration['id'], 'started'),
+             ('volume_migration.update', migration['id'], 'starting')],
+            sorted((line[0], line[2], line[3]) for line in lines
+                   if line[1].startswith('volmig-conductor:')))
 
     def test_guru_meditation_on_sigusr2(self):
         reports = os.path.join(self.conf_fixture.state_path, 'reports')
