@@ -5,6 +5,7 @@ test cannot feed another. Test cases skip, saying why, only when no
 RabbitMQ answers; .ci/run makes sure one does.
 """
 
+import contextlib
 import os
 import random
 import socket
@@ -27,10 +28,43 @@ from volmig.conf import CONF
 PORTS = (20000, 32767)
 
 
+# Ports handed out, one file each naming the test process that took it:
+# two test workers drew the same port between one's probe and its
+# service's bind (volmig-api "Address already in use").
+RESERVED = os.path.join('/tmp', 'volmig-test-ports')  # nosec B108
+
+
+def _reserve(port: int) -> bool:
+    """Whether this process now holds ``port``, which no process handed
+    out before (this one included: a test may ask for several before it
+    binds any); a port of a process that has exited is taken over."""
+    path = os.path.join(RESERVED, str(port))
+    while True:
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            try:
+                with open(path) as held:
+                    owner = int(held.read() or 0)
+            except (FileNotFoundError, ValueError):
+                continue
+            if owner and os.path.exists('/proc/%d' % owner):
+                return False
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            continue
+        with os.fdopen(fd, 'w') as held:
+            held.write(str(os.getpid()))
+        return True
+
+
 def free_port() -> int:
+    os.makedirs(RESERVED, exist_ok=True)
     rng = random.SystemRandom()
     while True:
         port = rng.randint(*PORTS)
+        if not _reserve(port):
+            continue  # another test process's
         with socket.socket() as probe:
             try:
                 probe.bind(('127.0.0.1', port))
