@@ -48,7 +48,9 @@ class MigrationReports:
                        'phase': migration['error_phase'],
                        'reason': migration['error_reason'],
                        'instance': migration['instance_uuid']})
-        else:
+        elif old_status is not None:
+            # A new migration's line, with its mode and volume, is the
+            # start's own (MigrationConductor._begin).
             LOG.info('Volume migration %(id)s of server %(instance)s is '
                      '%(status)s', {'id': migration['id'],
                                     'status': migration['status'],
