@@ -1,15 +1,17 @@
-"""``volmig volume drain ...``: empty a pool of the block-storage
-service, and watch it."""
+"""``volume pool drain ...``: empty a pool of the block-storage service,
+and watch it."""
 
-import sys
 import time
 
-from cliff import command
-from cliff import lister
+from osc_lib.command import command
 
-from volmig.cli import app
+from volmig.cli import columns
+from volmig.cli import options
 
-COLUMNS = ('volume', 'name', 'size_mb', 'action', 'state', 'reason')
+# (REST key, column) of each volume of a drain.
+COLUMNS = (('volume_id', 'Volume ID'), ('name', 'Name'),
+           ('size_mb', 'Size (MiB)'), ('action', 'Action'),
+           ('state', 'State'), ('reason', 'Reason'))
 MIB = 1024 * 1024
 
 
@@ -24,48 +26,52 @@ def summary_line(drain: dict) -> str:
         '%ds' % round(eta) if eta is not None else '-')
 
 
-def _rows(drain: dict) -> list[tuple]:
-    return [(entry['volume_id'], entry['name'], entry['size_mb'],
-             entry['action'], entry['state'], entry['reason'])
-            for entry in drain['volumes']]
+class _PoolCommand(command.Lister):
 
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('pool', metavar='<pool>', help=options.POOL)
+        return parser
 
-class _DrainLister(lister.Lister):
+    @property
+    def api(self):
+        return self.app.client_manager.volume_migration
 
     def show(self, pool):
-        return self.app.api.get('/os-volume-pools/%s' % pool)['drain']
+        return self.api.get('/os-volume-pools/%s' % pool)['drain']
 
     def wait(self, pool, poll_interval):
+        """The drain once it ends, its progress on one line meanwhile."""
         while True:
             drain = self.show(pool)
-            sys.stderr.write('\r' + summary_line(drain))
-            sys.stderr.flush()
+            self.app.stderr.write('\r' + summary_line(drain))
+            self.app.stderr.flush()
             if drain['status'] != 'running':
-                sys.stderr.write('\n')
+                self.app.stderr.write('\n')
                 return drain
             time.sleep(poll_interval)
 
 
-class DrainPool(_DrainLister):
-    """Move every volume out of a pool, attached or not."""
+class StartDrain(_PoolCommand):
+    """Move every volume out of a pool, attached or not.
+
+    Lists what each volume takes, and why."""
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('--from', dest='pool', required=True,
-                            metavar='POOL', help='The pool to empty.')
-        parser.add_argument('--to', required=True, metavar='POOL',
+        parser.add_argument('--to', required=True, metavar='<pool>',
                             help='The pool its volumes move to.')
         parser.add_argument('--max-parallel', type=int, default=1,
+                            metavar='<count>',
                             help='Volumes moving at once (default 1).')
         parser.add_argument('--max-bandwidth-mbps', type=int,
+                            metavar='<mbps>',
                             help='Bandwidth cap of each copy, MiB/s.')
         parser.add_argument('--dry-run', action='store_true',
-                            help='Print the plan and its reasons; touch '
+                            help='Show the plan and its reasons; touch '
                                  'nothing.')
-        parser.add_argument('--wait', action='store_true',
-                            help='Show the progress until the drain ends.')
-        parser.add_argument('--poll-interval', type=float, default=1.0,
-                            help=app.POLL_INTERVAL)
+        options.add_wait(parser, 'Show the progress until the drain ends.',
+                         1.0)
         return parser
 
     def take_action(self, args):
@@ -73,23 +79,20 @@ class DrainPool(_DrainLister):
                    'dry_run': args.dry_run}
         if args.max_bandwidth_mbps:
             request['max_bandwidth_mbps'] = args.max_bandwidth_mbps
-        drain = self.app.api.post('/os-volume-pools/%s/action' % args.pool,
-                                  {'drain': request})['drain']
+        drain = self.api.post('/os-volume-pools/%s/action' % args.pool,
+                              {'drain': request})['drain']
         if args.wait and not args.dry_run:
             drain = self.wait(args.pool, args.poll_interval)
-        return COLUMNS, _rows(drain)
+        return columns.table(COLUMNS, drain['volumes'])
 
 
-class ShowDrain(_DrainLister):
+class ShowDrain(_PoolCommand):
     """Show a pool's latest drain: each volume's state, and progress."""
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('pool', help="The pool's name.")
-        parser.add_argument('--wait', action='store_true',
-                            help='Show the progress until the drain ends.')
-        parser.add_argument('--poll-interval', type=float, default=1.0,
-                            help=app.POLL_INTERVAL)
+        options.add_wait(parser, 'Show the progress until the drain ends.',
+                         1.0)
         return parser
 
     def take_action(self, args):
@@ -97,36 +100,29 @@ class ShowDrain(_DrainLister):
             drain = self.wait(args.pool, args.poll_interval)
         else:
             drain = self.show(args.pool)
-            sys.stderr.write(summary_line(drain) + '\n')
-        return COLUMNS, _rows(drain)
+            self.app.stderr.write(summary_line(drain) + '\n')
+        return columns.table(COLUMNS, drain['volumes'])
 
 
-class ListDrains(lister.Lister):
+class ListDrains(_PoolCommand):
     """Every drain of a pool, newest first, with its progress."""
 
-    def get_parser(self, prog_name):
-        parser = super().get_parser(prog_name)
-        parser.add_argument('pool', help="The pool's name.")
-        return parser
-
     def take_action(self, args):
-        drains = self.app.api.get_all(
-            '/os-volume-pools/%s/drains' % args.pool, 'drains')
-        return (('id', 'target_pool', 'status', 'created_at', 'progress'),
+        drains = self.api.get_all('/os-volume-pools/%s/drains' % args.pool,
+                                  'drains')
+        return (('ID', 'Target Pool', 'Status', 'Created At', 'Progress'),
                 [(drain['id'], drain['target_pool'], drain['status'],
                   drain['created_at'], summary_line(drain))
                  for drain in drains])
 
 
-class CancelDrain(command.Command):
-    """Begin no more volumes of a pool's drain; those moving finish."""
+class CancelDrain(_PoolCommand):
+    """Begin no more volumes of a pool's drain; those moving finish.
 
-    def get_parser(self, prog_name):
-        parser = super().get_parser(prog_name)
-        parser.add_argument('pool', help="The pool's name.")
-        return parser
+    Lists where each volume stands."""
 
     def take_action(self, args):
-        drain = self.app.api.post('/os-volume-pools/%s/action' % args.pool,
-                                  {'cancel_drain': None})['drain']
-        self.app.stdout.write(summary_line(drain) + '\n')
+        drain = self.api.post('/os-volume-pools/%s/action' % args.pool,
+                              {'cancel_drain': None})['drain']
+        self.app.stderr.write(summary_line(drain) + '\n')
+        return columns.table(COLUMNS, drain['volumes'])
