@@ -79,9 +79,8 @@ class CinderVolumesTest(cinder_base.CinderTestCase):
         created = subprocess.run(
             [os.path.join(cluster.BIN_DIR, 'volmig'), '--os-endpoint',
              self.endpoint, '--os-token', self.tenants['alice'].get_token(),
-             'volume', 'create',
-             '--name', 'data', '--size', '1', '--pool', 'nfs-a-multi',
-             '--multiattach', '-f', 'value', '-c', 'id'],
+             'volume', 'create', 'data', '--size', '1', '--pool',
+             'nfs-a-multi', '--multiattach', '-f', 'value', '-c', 'id'],
             capture_output=True, text=True, timeout=60, check=False)
         self.assertEqual(0, created.returncode, created.stderr)
         volume_id = created.stdout.strip()

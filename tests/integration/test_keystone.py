@@ -112,7 +112,7 @@ class KeystoneAuthTest(base.DeployedOnceTestCase):
 
     def servers_seen(self, *args, **env):
         result = self.volmig(*args, 'server', 'list', '-f', 'value', '-c',
-                             'id', **env)
+                             'ID', **env)
         self.assertEqual(0, result.returncode, result.stderr)
         return result.stdout.split()
 

@@ -57,36 +57,38 @@ class OperatorCommandsTest(base.ProcessTestCase):
     def test_the_cli_aborts_and_refuses(self):
         server, bdm = self.create_server('compute-1')
         migration = self.client.start(self.ctxt, bdm['attachment_id'])
-        code, _, err = self.cli('migration', 'recover', migration['id'])
+        code, _, err = self.cli('volume', 'migration', 'force', 'complete',
+                                migration['id'])
         self.assertNotEqual(0, code)
         self.assertIn('409', err)
-        code, out, err = self.cli('migration', 'abort', migration['id'],
-                                     '-f', 'json')
+        code, out, err = self.cli('volume', 'migration', 'abort',
+                                  migration['id'], '-f', 'json')
         self.assertEqual(0, code, err)
         self.assertEqual(states.CANCELLING, json.loads(out)['status'])
         self.client.wait_for(self.ctxt, migration['id'], states.CANCELLED)
 
     def test_the_cli_takes_names_and_fails_in_one_line(self):
-        code, out, err = self.cli('volume', 'create', '--name', 'data',
-                                     '--size-mb', '16', '-f', 'value',
-                                     '-c', 'id')
+        code, out, err = self.cli('volume', 'create', 'data', '--size-mb',
+                                  '16', '-f', 'value', '-c', 'id')
         self.assertEqual(0, code, err)
         volume_id = out.strip()
         code, out, err = self.cli('server', 'create', 'vm', '--volume',
-                                     'data', '-f', 'value', '-c', 'id')
+                                  'data', '-f', 'value', '-c', 'ID')
         self.assertEqual(0, code, err)
         server_id = out.strip()
         self.wait_for_server(server_id, states.VM_ACTIVE)
         code, out, err = self.cli('server', 'show', 'vm', '-f', 'value',
-                                     '-c', 'id')
+                                  '-c', 'id')
         self.assertEqual((0, server_id), (code, out.strip()), err)
         code, out, err = self.cli('volume', 'show', 'data', '-f', 'json')
         self.assertEqual(0, code, err)
-        self.assertEqual((volume_id, '%s (rw)' % server_id), (
-            json.loads(out)['id'], json.loads(out)['attachments']))
+        shown = json.loads(out)
+        self.assertEqual((volume_id, [(server_id, 'rw')]), (
+            shown['id'], [(attachment['serverId'], attachment['attach_mode'])
+                          for attachment in shown['attachments']]))
         # A second "data": the name no longer says which.
-        self.assertEqual(0, self.cli('volume', 'create', '--name', 'data',
-                                        '--size-mb', '16')[0])
+        self.assertEqual(0, self.cli('volume', 'create', 'data',
+                                     '--size-mb', '16')[0])
         for args, reason in (
                 (('volume', 'show', 'data'),
                  "2 volumes are named 'data': give an id"),

@@ -211,13 +211,13 @@ class MixedPoolDrainTest(DrainTestCase):
         self.assertEqual([], os.listdir(os.path.join(self.state_path,
                                                      'pool-a')))
         # The pool's drains, as the operator's CLI lists them.
-        code, out, err = self.cli('volume', 'drain-list', 'pool-a', '-f',
-                                  'json')
+        code, out, err = self.cli('volume', 'pool', 'drain', 'list',
+                                  'pool-a', '-f', 'json')
         self.assertEqual(0, code, err)
         self.assertEqual([(drain['id'], 'completed',
                            'completed: 6/6 volumes')],
-                         [(listed['id'], listed['status'],
-                           listed['progress'].partition(',')[0])
+                         [(listed['ID'], listed['Status'],
+                           listed['Progress'].partition(',')[0])
                           for listed in json.loads(out)])
         serial = guests.serial(single['id'])
         self.start(s1)

@@ -146,7 +146,7 @@ class CLITest(RESTTestCase):
         self.assertEqual((200, 2), (code, len(first['volumes'])), first)
         # The CLI gathers every page.
         self.assertEqual(volumes, set(self.volmig(
-            'volume', 'list', '-f', 'value', '-c', 'id').split()))
+            'volume', 'list', '-f', 'value', '-c', 'ID').split()))
         # So does openstacksdk, from servers_links.
         conn = openstack.connect(
             auth_type='none', compute_endpoint_override=self.endpoint,
@@ -169,28 +169,29 @@ class CLITest(RESTTestCase):
         created = self.volmig('server', 'create', 'web', '--volume',
                               volume_id, '--count', '2', '--mode', 'ro',
                               '-f', 'json')
-        servers = {server['name']: server['id']
+        servers = {server['Name']: server['ID']
                    for server in json.loads(created)}
         self.assertEqual(['web-1', 'web-2'], sorted(servers))
 
         def both_active():
             listed = json.loads(self.volmig('server', 'list', '-f', 'json'))
-            return (sorted(s['status'] for s in listed) == ['ACTIVE'] * 2
+            return (sorted(s['Status'] for s in listed) == ['ACTIVE'] * 2
                     and listed)
         listed = self.wait_until(both_active, what='both servers active')
-        self.assertEqual(['%s (ro)' % volume_id] * 2,
-                         [server['volumes'] for server in listed])
+        self.assertEqual([['%s (ro)' % volume_id]] * 2,
+                         [server['Volumes'] for server in listed])
 
         shown = json.loads(self.volmig('volume', 'show', volume_id,
                                        '-f', 'json'))
         self.assertEqual('in-use', shown['status'])
-        self.assertEqual(sorted('%s (ro)' % s for s in servers.values()),
-                         sorted(shown['attachments'].split(', ')))
+        self.assertEqual(sorted((s, 'ro') for s in servers.values()),
+                         sorted((a['serverId'], a['attach_mode'])
+                                for a in shown['attachments']))
 
         self.volmig('volume', 'detach', servers['web-2'], volume_id)
         self.wait_until(lambda: len(json.loads(self.volmig(
             'volume', 'show', volume_id, '-f', 'json'))[
-                'attachments'].split(', ')) == 1, what='the detach')
+                'attachments']) == 1, what='the detach')
 
     def test_refusal_is_reported_with_the_api_message(self):
         # A server the CLI cannot name: it asks the API by id (a name

@@ -20,6 +20,12 @@ _NAMED = {'server': ('/servers', 'servers', 'name'),
           'volume': ('/os-volumes', 'volumes', 'displayName')}
 
 
+def of(command) -> 'Client':
+    """The client a command runs on: what both command lines' client
+    managers hold under the plugin's API name."""
+    return command.app.client_manager.volume_migration
+
+
 class APIError(exceptions.CommandError):
     """volmig-api refused, or could not be reached: one plain line."""
 

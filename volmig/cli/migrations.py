@@ -47,7 +47,7 @@ class StartMigration(command.Lister):
         return parser
 
     def take_action(self, args):
-        api = self.app.client_manager.volume_migration
+        api = client.of(self)
         volume_id = api.find('volume', args.volume)
         request = {'pool': args.to}
         if args.max_bandwidth_mbps:
@@ -98,7 +98,7 @@ class ListMigrations(command.Lister):
         return parser
 
     def take_action(self, args):
-        api = self.app.client_manager.volume_migration
+        api = client.of(self)
         filters = {'status': args.status, 'host': args.host,
                    'volume_id': args.volume and api.find('volume',
                                                          args.volume),
@@ -124,7 +124,7 @@ class ShowMigration(_OneMigration):
     """Show a volume migration: its phase, progress and pauses."""
 
     def take_action(self, args):
-        return columns.fields(self.app.client_manager.volume_migration.get(
+        return columns.fields(client.of(self).get(
             '/os-volume-migrations/%s' % args.migration)['volume_migration'])
 
 
@@ -134,7 +134,7 @@ class _MigrationAction(_OneMigration):
     verb = ''
 
     def take_action(self, args):
-        migration = self.app.client_manager.volume_migration.post(
+        migration = client.of(self).post(
             '/os-volume-migrations/%s/action' % args.migration,
             {self.verb: None})['volume_migration']
         return columns.fields(migration, ('id', 'status', 'host',

@@ -5,6 +5,7 @@ import time
 
 from osc_lib.command import command
 
+from volmig.cli import client
 from volmig.cli import columns
 from volmig.cli import options
 
@@ -33,12 +34,9 @@ class _PoolCommand(command.Lister):
         parser.add_argument('pool', metavar='<pool>', help=options.POOL)
         return parser
 
-    @property
-    def api(self):
-        return self.app.client_manager.volume_migration
 
     def show(self, pool):
-        return self.api.get('/os-volume-pools/%s' % pool)['drain']
+        return client.of(self).get('/os-volume-pools/%s' % pool)['drain']
 
     def wait(self, pool, poll_interval):
         """The drain once it ends, its progress on one line meanwhile."""
@@ -79,7 +77,7 @@ class StartDrain(_PoolCommand):
                    'dry_run': args.dry_run}
         if args.max_bandwidth_mbps:
             request['max_bandwidth_mbps'] = args.max_bandwidth_mbps
-        drain = self.api.post('/os-volume-pools/%s/action' % args.pool,
+        drain = client.of(self).post('/os-volume-pools/%s/action' % args.pool,
                               {'drain': request})['drain']
         if args.wait and not args.dry_run:
             drain = self.wait(args.pool, args.poll_interval)
@@ -108,8 +106,8 @@ class ListDrains(_PoolCommand):
     """Every drain of a pool, newest first, with its progress."""
 
     def take_action(self, args):
-        drains = self.api.get_all('/os-volume-pools/%s/drains' % args.pool,
-                                  'drains')
+        drains = client.of(self).get_all(
+            '/os-volume-pools/%s/drains' % args.pool, 'drains')
         return (('ID', 'Target Pool', 'Status', 'Created At', 'Progress'),
                 [(drain['id'], drain['target_pool'], drain['status'],
                   drain['created_at'], summary_line(drain))
@@ -122,7 +120,8 @@ class CancelDrain(_PoolCommand):
     Lists where each volume stands."""
 
     def take_action(self, args):
-        drain = self.api.post('/os-volume-pools/%s/action' % args.pool,
-                              {'cancel_drain': None})['drain']
+        drain = client.of(self).post(
+            '/os-volume-pools/%s/action' % args.pool,
+            {'cancel_drain': None})['drain']
         self.app.stderr.write(summary_line(drain) + '\n')
         return columns.table(COLUMNS, drain['volumes'])

@@ -3,6 +3,7 @@ openstackclient's ``server`` commands are Nova's)."""
 
 from osc_lib.command import command
 
+from volmig.cli import client
 from volmig.cli import columns
 from volmig.cli import options
 
@@ -48,7 +49,7 @@ class CreateServer(command.Lister):
         return parser
 
     def take_action(self, args):
-        api = self.app.client_manager.volume_migration
+        api = client.of(self)
         server = {'name': args.name, 'min_count': args.count,
                   'max_count': args.count,
                   'block_device_mapping_v2': [
@@ -78,7 +79,7 @@ class ListServers(command.Lister):
         return parser
 
     def take_action(self, args):
-        found = self.app.client_manager.volume_migration.get_all(
+        found = client.of(self).get_all(
             '/servers/detail', 'servers')
         return columns.table(COLUMNS + (LONG_COLUMNS if args.long else ()),
                              [_volumes(server) for server in found])
@@ -94,11 +95,11 @@ class _ServerCommand(command.Command):
 
     def server(self, args) -> str:
         """The server's id."""
-        return self.app.client_manager.volume_migration.find('server',
+        return client.of(self).find('server',
                                                               args.server)
 
     def act(self, args, body):
-        return self.app.client_manager.volume_migration.post(
+        return client.of(self).post(
             '/servers/%s/action' % self.server(args), body)
 
 
@@ -107,7 +108,7 @@ class ShowServer(_ServerCommand, command.ShowOne):
 
     def take_action(self, args):
         return columns.fields(_volumes(
-            self.app.client_manager.volume_migration.get(
+            client.of(self).get(
                 '/servers/%s' % self.server(args))['server']))
 
 
@@ -115,7 +116,7 @@ class DeleteServer(_ServerCommand):
     """Delete a server."""
 
     def take_action(self, args):
-        self.app.client_manager.volume_migration.delete(
+        client.of(self).delete(
             '/servers/%s' % self.server(args))
 
 

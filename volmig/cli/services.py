@@ -5,6 +5,7 @@ from urllib import parse
 
 from osc_lib.command import command
 
+from volmig.cli import client
 from volmig.cli import columns
 
 COLUMNS = (('id', 'ID'), ('binary', 'Binary'), ('host', 'Host'),
@@ -27,7 +28,6 @@ class ListServices(command.Lister):
     def take_action(self, args):
         filters = {key: value for key, value in (
             ('binary', args.binary), ('host', args.host)) if value}
-        return columns.table(COLUMNS, self.app.client_manager
-                             .volume_migration.get_all(
+        return columns.table(COLUMNS, client.of(self).get_all(
                                  '/os-services?' + parse.urlencode(filters),
                                  'services'))

@@ -4,6 +4,7 @@ openstackclient's ``volume`` commands are Cinder's.)"""
 
 from osc_lib.command import command
 
+from volmig.cli import client
 from volmig.cli import columns
 from volmig.cli import options
 
@@ -51,7 +52,7 @@ class CreateVolume(command.ShowOne):
             request['size'] = args.size
         if args.pool:
             request['pool'] = args.pool
-        volume = self.app.client_manager.volume_migration.post(
+        volume = client.of(self).post(
             '/os-volumes', {'volume': request})['volume']
         return columns.fields(volume)
 
@@ -65,7 +66,7 @@ class ListVolumes(command.Lister):
         return parser
 
     def take_action(self, args):
-        found = self.app.client_manager.volume_migration.get_all(
+        found = client.of(self).get_all(
             '/os-volumes', 'volumes')
         return columns.table(COLUMNS + (LONG_COLUMNS if args.long else ()),
                              [_attachments(volume) for volume in found])
@@ -79,25 +80,23 @@ class _VolumeCommand(command.Command):
                             help=options.VOLUME)
         return parser
 
-    @property
-    def api(self):
-        return self.app.client_manager.volume_migration
+    def path(self, args) -> str:
+        """The volume's, found by name or id."""
+        return '/os-volumes/%s' % client.of(self).find('volume', args.volume)
 
 
 class ShowVolume(_VolumeCommand, command.ShowOne):
     """Show a volume and its attachments."""
 
     def take_action(self, args):
-        return columns.fields(self.api.get('/os-volumes/%s' % self.api.find(
-            'volume', args.volume))['volume'])
+        return columns.fields(client.of(self).get(self.path(args))['volume'])
 
 
 class DeleteVolume(_VolumeCommand):
     """Delete a volume that has no attachments."""
 
     def take_action(self, args):
-        self.api.delete('/os-volumes/%s' % self.api.find('volume',
-                                                         args.volume))
+        client.of(self).delete(self.path(args))
 
 
 class _AttachmentCommand(command.Command):
@@ -111,12 +110,11 @@ class _AttachmentCommand(command.Command):
                             help=options.VOLUME)
         return parser
 
-    api = _VolumeCommand.api
-
     def resolve(self, args) -> str:
         """The server's attachments' path; names become ids."""
-        args.server = self.api.find('server', args.server)
-        args.volume = self.api.find('volume', args.volume)
+        api = client.of(self)
+        args.server = api.find('server', args.server)
+        args.volume = api.find('volume', args.volume)
         return '/servers/%s/os-volume_attachments' % args.server
 
 
@@ -130,7 +128,8 @@ class AttachVolume(_AttachmentCommand):
         return parser
 
     def take_action(self, args):
-        attached = self.api.post(self.resolve(args), {'volumeAttachment': {
+        path = self.resolve(args)
+        attached = client.of(self).post(path, {'volumeAttachment': {
             'volumeId': args.volume, 'attach_mode': args.mode}})
         attachment = attached['volumeAttachment']
         self.app.stdout.write('Attached %s to %s as %s (%s)\n' % (
@@ -142,7 +141,7 @@ class DetachVolume(_AttachmentCommand):
     """Detach a volume from a server."""
 
     def take_action(self, args):
-        self.api.delete('%s/%s' % (self.resolve(args), args.volume))
+        client.of(self).delete('%s/%s' % (self.resolve(args), args.volume))
 
 
 class SwapVolume(_AttachmentCommand):
@@ -156,6 +155,6 @@ class SwapVolume(_AttachmentCommand):
         return parser
 
     def take_action(self, args):
-        path = self.resolve(args)
-        self.api.put('%s/%s' % (path, args.volume), {'volumeAttachment': {
-            'volumeId': self.api.find('volume', args.new_volume)}})
+        api, path = client.of(self), self.resolve(args)
+        api.put('%s/%s' % (path, args.volume), {'volumeAttachment': {
+            'volumeId': api.find('volume', args.new_volume)}})
