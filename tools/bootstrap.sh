@@ -76,8 +76,18 @@ keystone_venv() {
             psycopg2-binary
     fi
 }
+# openstackclient in a venv of its own, as an operator has it; volmig is
+# installed into it below, which brings in its plugin's commands.
+osc_venv() {
+    if [ ! -x .venv-osc/bin/openstack ]; then
+        python3 -m venv .venv-osc
+        .venv-osc/bin/pip install -q python-openstackclient==10.5.0 \
+            -r requirements.txt
+    fi
+}
 background cinder cinder_venv
 background keystone keystone_venv
+background osc osc_venv
 
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
@@ -140,8 +150,11 @@ for job in "${jobs[@]}"; do
     wait "$job"
 done
 # volmig's cinder-volume plugin (volmig.cinder_volume), on Cinder's pins;
-# only now, as two editable installs would write volmig.egg-info at once.
+# and volmig into openstackclient's venv, for its plugin. Only now, as two
+# editable installs would write volmig.egg-info at once.
 .venv-cinder/bin/pip install -q --no-deps -e .
+.venv-osc/bin/pip install -q -e .
 echo "volmig is installed in .venv, Cinder in .venv-cinder, Keystone in"
-echo ".venv-keystone; RabbitMQ, PostgreSQL and MariaDB are running; volmig-guest is"
-echo "in build/guest-image."
+echo ".venv-keystone, openstackclient with volmig's plugin in .venv-osc;"
+echo "RabbitMQ, PostgreSQL and MariaDB are running; volmig-guest is in"
+echo "build/guest-image."
