@@ -1,6 +1,6 @@
 """Real services, in this process, on the fake:// transport."""
 
-
+import fixtures as oslo_fixtures
 from oslotest import base
 
 from tests import fixtures
@@ -44,3 +44,17 @@ class ServicesTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
     def fake_disk(self, server, bdm):
         driver = self.services[server['host']].manager.driver
         return driver.guest_disk(server['uuid'], bdm['volume_id'])
+
+
+class FileVolumesTestCase(ServicesTestCase):
+    """volmig-volume too, its volumes real files in pool-a and pool-b."""
+
+    def configure(self):
+        pools = self.useFixture(oslo_fixtures.TempDir()).path
+        self.conf_fixture.conf(pools={'pool-a': pools + '/pool-a',
+                                      'pool-b': pools + '/pool-b'},
+                               group='storage')
+        self.conf_fixture.conf(backend='file', group='volume')
+
+    def service_list(self):
+        return super().service_list() + [(service.VOLUME, 'volume-host')]

@@ -7,10 +7,7 @@ import io
 import json
 import logging
 
-import fixtures
-
 from tests.functional import base
-from volmig import service
 from volmig.api import http as api_http
 from volmig.cli import app
 
@@ -27,19 +24,12 @@ class _VolmigApp(app.VolmigApp):
                 (self.LOG.name, 'cliff', 'osc_lib', 'volmig.cli')))
 
 
-class CLITest(base.ServicesTestCase):
+class CLITest(base.FileVolumesTestCase):
 
     def configure(self):
-        pools = self.useFixture(fixtures.TempDir()).path
-        self.conf_fixture.conf(pools={'pool-a': pools + '/pool-a',
-                                      'pool-b': pools + '/pool-b'},
-                               group='storage')
-        self.conf_fixture.conf(backend='file', group='volume')
+        super().configure()
         self.conf_fixture.conf(drain_interval=0.2, group='storage')
         self.conf_fixture.conf(auth_strategy='noauth2', group='api')
-
-    def service_list(self):
-        return super().service_list() + [(service.VOLUME, 'volume-host')]
 
     def setUp(self):
         super().setUp()

@@ -11,29 +11,16 @@ import functools
 import os
 import time
 
-import fixtures
-
 from tests.functional import base
 from tests.functional import test_races
 from volmig import exception
-from volmig import service
 from volmig import states
 
 ROUNDS = 20
 TRANSIENT = ('reserved', 'attaching', 'detaching')
 
 
-class MoveRaceTest(base.ServicesTestCase):
-
-    def configure(self):
-        pools = self.useFixture(fixtures.TempDir()).path
-        self.conf_fixture.conf(pools={'pool-a': pools + '/pool-a',
-                                      'pool-b': pools + '/pool-b'},
-                               group='storage')
-        self.conf_fixture.conf(backend='file', group='volume')
-
-    def service_list(self):
-        return super().service_list() + [(service.VOLUME, 'volume-host')]
+class MoveRaceTest(base.FileVolumesTestCase):
 
     def wait_moved(self, volume_id):
         return self.wait_until(
