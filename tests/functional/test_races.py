@@ -161,16 +161,21 @@ class MigrationRaceTest(base.ServicesTestCase):
                                        for b in server['block_devices']])
 
     def test_attach_racing_a_start_never_forks_the_volume(self):
-        """20 rounds, each side given a head start in turn; after each,
-        the attach is in the volume's records everywhere or nowhere, and
-        a migration began only if the attach was refused."""
+        """20 rounds or more, each side given a head start in turn; after
+        each, the attach is in the volume's records everywhere or nowhere,
+        and a migration began only if the attach was refused; each side
+        wins at least once."""
         [other] = self.conductor.build_instances(self.user, 'other', [], 1,
                                                  None)
         self.wait_for_server(other['uuid'], states.VM_ACTIVE)
         outcomes = set()
-        for round_ in range(20):
+        round_ = 0
+        # Until each side has won once, 20 rounds at least: on a loaded
+        # machine the start won all of 20 at head starts up to 40 ms, so
+        # rounds past 20 give each side ten and twenty times as long.
+        while round_ < 20 or (len(outcomes) < 2 and round_ < 60):
             server, bdm = self.create_server(multiattach=True)
-            head_start = round_ // 2 % 5 * 0.01
+            head_start = round_ // 2 % 5 * 0.01 * (1 + round_ // 20 * 10)
             start, attach = race(
                 functools.partial(
                     self.after, head_start * (round_ % 2), self.client.start,
@@ -201,6 +206,7 @@ class MigrationRaceTest(base.ServicesTestCase):
                                                      if attach is won[0]
                                                      else set()))
             outcomes.add(start is won[0])
+            round_ += 1
         self.assertEqual({True, False}, outcomes)
 
     def test_racing_attaches_of_a_single_attach_volume_one_wins(self):
