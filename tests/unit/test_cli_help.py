@@ -67,6 +67,15 @@ class PluginTest(base.BaseTestCase):
         self.assertEqual('http://volmig.example/v2.1', made.endpoint)
         self.assertEqual('compute 2.61', made.headers['OpenStack-API-Version'])
 
+    def test_a_catalog_without_volmig_api_is_one_plain_error(self):
+        instance = mock.Mock(region_name=None, interface='internal',
+                             _api_version={plugin.API_NAME: '2.89'})
+        instance.get_endpoint_for_service_type.return_value = None
+        error = self.assertRaises(exceptions.CommandError,
+                                  plugin.make_client, instance)
+        self.assertEqual('the catalog has no compute endpoint (internal '
+                         'interface) for volmig-api', str(error))
+
     def test_the_version_option_and_its_environment_variable(self):
         self.useFixture(fixtures.EnvironmentVariable(
             'OS_VOLUME_MIGRATION_API_VERSION', '2.60'))

@@ -7,6 +7,7 @@ loads the commands of ``openstack.volume_migration.v2``, and builds the
 client the first time a command asks ``client_manager`` for it.
 """
 
+from osc_lib import exceptions
 from osc_lib import utils
 
 from volmig.api.rest import microversion
@@ -25,6 +26,11 @@ def make_client(instance) -> client.Client:
     endpoint = instance.get_endpoint_for_service_type(
         microversion.SERVICE_TYPE, region_name=instance.region_name,
         interface=instance.interface)
+    if not endpoint:
+        # Said plainly: openstackclient would show a missing attribute.
+        raise exceptions.CommandError(
+            'the catalog has no %s endpoint (%s interface) for volmig-api'
+            % (microversion.SERVICE_TYPE, instance.interface or 'public'))
     return client.Client(endpoint, instance.session,
                          instance._api_version[API_NAME])
 
