@@ -36,6 +36,8 @@ VOLMIG_BACKENDS = ('nfs-c', 'nfs-d')
 VOLMIG_MANAGER = 'volmig.cinder_volume.manager.VolumeManager'
 # nfs-d's share: room for the writes of a guest, not for 256 MiB.
 SMALL_SHARE = '160m'
+# Of the exports' own file system, sparse.
+EXPORTS_SIZE = 16 * 1024 ** 3
 PG_URL = 'postgresql+psycopg2://postgres@127.0.0.1:5432/postgres'
 
 
@@ -47,12 +49,15 @@ class Cinder(openstack.Processes):
     """
 
     def __init__(self, keystone: openstack.Keystone, compute_url: str,
-                 small_share: bool = True):
+                 small_share: bool = True, own_fs: bool = False):
         super().__init__()
         self.keystone = keystone
         self.compute_url = compute_url
         # nfs-d on a small tmpfs, where a large copy fails.
         self.small_share = small_share
+        # The exports on a file system of their own, as Nova's NFS driver
+        # needs them (``tests.nova_deployment``).
+        self.own_fs = own_fs
 
     def _setUp(self):
         super()._setUp()
@@ -67,6 +72,8 @@ class Cinder(openstack.Processes):
         vhost = self.useFixture(cluster.VhostFixture())
         self.db_url = db_url = self._database()
         self.exports = {}
+        if self.own_fs:
+            self._file_system(os.path.join(self.dir, 'exports'))
         backends = {}
         for name in BACKENDS + VOLMIG_BACKENDS:
             backends.update(self._backend(name))
@@ -234,6 +241,16 @@ class Cinder(openstack.Processes):
         with admin.connect() as connection:
             connection.execute(sa.text(
                 'DROP DATABASE IF EXISTS %s WITH (FORCE)' % name))
+
+    def _file_system(self, path: str) -> None:
+        """An ext4 file system in a sparse file, mounted at ``path``."""
+        image = path + '.img'
+        with open(image, 'wb') as out:
+            out.truncate(EXPORTS_SIZE)
+        subprocess.run(['mkfs.ext4', '-q', '-F', image], check=True)
+        os.makedirs(path)
+        subprocess.run(['mount', '-o', 'loop', image, path], check=True)
+        self.addCleanup(subprocess.run, ['umount', '-l', path], check=False)
 
     def _backend(self, name: str) -> dict:
         export = os.path.join(self.dir, 'exports', name)

@@ -96,7 +96,6 @@ def create_database(server_url: str, prefix: str = 'volmig_test'):
              else '')
 
     def drop():
-        db_api.get_engine().dispose()
         with admin.connect() as connection:
             connection.execute(sa.text('DROP DATABASE %s%s' % (name, force)))
         admin.dispose()

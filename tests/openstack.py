@@ -88,6 +88,23 @@ class Processes(fixtures.Fixture):
             start_new_session=True, **kwargs)
         return self.processes[name]
 
+    def serve(self, name: str, venv: str, app: str, port: int,
+              work_dir: str, **env: str):
+        """A WSGI application of ``venv`` under its gunicorn, one worker,
+        configured by ``env``. The OpenStack applications parse
+        sys.argv, so gunicorn takes no arguments: it reads
+        gunicorn.conf.py from a working directory of the application's
+        own."""
+        run_dir = os.path.join(work_dir, name + '-gunicorn')
+        os.mkdir(run_dir)
+        with open(os.path.join(run_dir, 'gunicorn.conf.py'), 'w') as out:
+            out.write('wsgi_app = %r\nbind = "127.0.0.1:%d"\nworkers = 1\n'
+                      'timeout = 120\ncontrol_socket_disable = True\n'
+                      'raw_env = %r\n' % (app, port, [
+                          '%s=%s' % item for item in env.items()]))
+        return self.spawn(name, [os.path.join(venv, 'bin', 'gunicorn')],
+                          work_dir, cwd=run_dir)
+
     def stop(self, name: str) -> None:
         """Stop a process and the workers it forked."""
         process = self.processes[name]
@@ -179,16 +196,9 @@ class Keystone(Processes):
                       '--bootstrap-admin-url', self.url]):
             subprocess.run(manage + args, check=True, capture_output=True,
                            timeout=120)
-        # Keystone's config parses sys.argv: gunicorn takes no arguments
-        # and reads gunicorn.conf.py from its working directory.
-        with open(os.path.join(self.dir, 'gunicorn.conf.py'), 'w') as out:
-            out.write('wsgi_app = "keystone.wsgi.api:application"\n'
-                      'bind = "127.0.0.1:%d"\nworkers = 1\ntimeout = 120\n'
-                      'control_socket_disable = True\n'
-                      'raw_env = ["OS_KEYSTONE_CONFIG_FILES=%s"]\n'
-                      % (self.port, conf))
-        process = self.spawn('keystone', [os.path.join(
-            KEYSTONE_VENV, 'bin', 'gunicorn')], self.dir, cwd=self.dir)
+        process = self.serve('keystone', KEYSTONE_VENV,
+                             'keystone.wsgi.api:application', self.port,
+                             self.dir, OS_KEYSTONE_CONFIG_FILES=conf)
         self.admin = self.session('admin', ADMIN_PASSWORD, 'admin')
         wait_for('Keystone', lambda: self.admin.get_token(), process=process)
         self.service_project = self._create('projects', {

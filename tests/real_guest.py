@@ -7,6 +7,9 @@ read/write without writing over each other.
 """
 
 import os
+import shutil
+import subprocess  # nosec B404
+import tempfile
 
 from volmig.compute.drivers import images
 from volmig.demo import writes as guest_writes
@@ -61,3 +64,28 @@ def fill(path: str, mib: int) -> None:
         while handle.tell() < mib * 1024 * 1024:
             handle.write(os.urandom(1024 * 1024))
         os.fsync(handle.fileno())
+
+
+# Where a guest booted from a volume writes on it: the region past the
+# boot disk's 64 MiB file system.
+BOOT_REGION = 64
+
+
+def boot_volume(path: str, interval: float = TEST_INTERVAL) -> None:
+    """Make the volume at ``path`` a boot disk of volmig-guest (the
+    firmware boots it, no image needed) that writes to itself as well, in
+    ``BOOT_REGION``, resting ``interval`` seconds between blocks."""
+    with open(disk(), 'rb') as image, open(path, 'r+b') as volume:
+        shutil.copyfileobj(image, volume)
+        os.fsync(volume.fileno())
+    with open(os.path.join(BUILD, 'cmdline')) as handle:
+        cmdline = '%s VOLMIG_INTERVAL=%g VOLMIG_BOOT_REGION=%d' % (
+            handle.read().strip(), interval, BOOT_REGION)
+    with tempfile.TemporaryDirectory() as work:
+        config = os.path.join(work, 'syslinux.cfg')
+        with open(config, 'w') as out:
+            out.write('DEFAULT linux\nLABEL linux\n  KERNEL vmlinuz\n'
+                      '  INITRD initrd.gz\n  APPEND %s\n' % cmdline)
+        # mtools writes inside the FAT image, in place.
+        subprocess.run(['mcopy', '-o', '-i', path, config, '::/'],
+                       check=True, capture_output=True)

@@ -76,6 +76,16 @@ keystone_venv() {
             psycopg2-binary
     fi
 }
+# Nova and placement for the tests of a Nova cloud: their own venv, with
+# libvirt-python for nova-compute's libvirt driver (libvirt-dev is above).
+nova_venv() {
+    if [ ! -x .venv-nova/bin/nova-compute ]; then
+        python3 -m venv .venv-nova
+        .venv-nova/bin/pip install -q nova==34.0.0 \
+            openstack-placement==16.0.0 libvirt-python gunicorn \
+            psycopg2-binary
+    fi
+}
 # openstackclient in a venv of its own, as an operator has it; volmig is
 # installed into it below, which brings in its plugin's commands.
 osc_venv() {
@@ -87,6 +97,7 @@ osc_venv() {
 }
 background cinder cinder_venv
 background keystone keystone_venv
+background nova nova_venv
 background osc osc_venv
 
 if [ ! -x .venv/bin/python ]; then
@@ -155,6 +166,7 @@ done
 .venv-cinder/bin/pip install -q --no-deps -e .
 .venv-osc/bin/pip install -q -e .
 echo "volmig is installed in .venv, Cinder in .venv-cinder, Keystone in"
-echo ".venv-keystone, openstackclient with volmig's plugin in .venv-osc;"
+echo ".venv-keystone, Nova and placement in .venv-nova, openstackclient with"
+echo "volmig's plugin in .venv-osc;"
 echo "RabbitMQ, PostgreSQL and MariaDB are running; volmig-guest is in"
 echo "build/guest-image."

@@ -295,3 +295,17 @@ class PoolNotFound(NotFound):
 class ChecksumMismatch(VolmigException):
     msg_fmt = ('The copy of volume %(volume_id)s differs from its source '
                '(sha256 %(src)s != %(dst)s).')
+
+
+class NovaRefused(Invalid):
+    msg_fmt = 'Nova refused to %(action)s: %(reason)s'
+
+
+class NovaUnavailable(VolmigException):
+    msg_fmt = 'Nova did not %(action)s: %(reason)s'
+    code = 503
+
+
+class ServerNotStopped(Conflict):
+    msg_fmt = ('Server %(server_id)s is %(status)s: it must stay stopped '
+               'while its volume moves offline.')

@@ -270,6 +270,19 @@ class CinderVolumeAdapter(base.VolumeAdapter):
         # attachments it has.
         self._cinder(ctxt).volumes.detach(volume_id, attachment_id)
 
+    @_refusals('migrate a volume')
+    def migrate_volume(self, ctxt, volume_id, pool,
+                       max_bandwidth_mbps=None):
+        """Cinder's own migration to ``pool`` (a backend's pool,
+        ``host@backend#pool``): a copy for a detached volume, Nova's swap
+        for one attached to a running server. Returns once Cinder has
+        accepted it, with the volume as it is then; Cinder caps no
+        bandwidth."""
+        cinder = self._cinder(ctxt)
+        # Locked: nobody else may act on the volume until it is done.
+        cinder.volumes.migrate_volume(volume_id, pool, False, True)
+        return self.get_volume(ctxt, volume_id)
+
     @_refusals('complete a migration')
     def migrate_volume_completion(self, ctxt, volume_id: str,
                                   new_volume_id: str, error: bool) -> None:

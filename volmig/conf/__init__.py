@@ -15,6 +15,7 @@ from volmig.conf import default
 from volmig.conf import fake_driver
 from volmig.conf import libvirt
 from volmig.conf import metrics
+from volmig.conf import nova
 from volmig.conf import qemu
 from volmig.conf import signing
 from volmig.conf import storage
@@ -24,8 +25,8 @@ from volmig.conf import volume
 CONF = cfg.CONF
 
 MODULES = (default, api, cinder, compute, conductor, database, fake_driver,
-           libvirt, metrics, qemu, signing, storage, upgrade_levels,
-           volume)
+           libvirt, metrics, nova, qemu, signing, storage,
+           upgrade_levels, volume)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

@@ -27,23 +27,32 @@ cinder_opts = [
 def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_group(cinder_group)
     conf.register_opts(cinder_opts, group=cinder_group)
-    ks_loading.register_session_conf_options(conf, GROUP)
-    ks_loading.register_auth_conf_options(conf, GROUP)
-    ks_loading.register_adapter_conf_options(conf, GROUP,
+    register_keystoneauth(conf, GROUP, 'volumev3')
+
+
+def register_keystoneauth(conf: cfg.ConfigOpts, group: str,
+                          service_type: str) -> None:
+    """keystoneauth1's session, auth and adapter options in ``group``,
+    for the service of ``service_type``."""
+    ks_loading.register_session_conf_options(conf, group)
+    ks_loading.register_auth_conf_options(conf, group)
+    ks_loading.register_adapter_conf_options(conf, group,
                                              include_deprecated=False)
-    conf.set_default('service_type', 'volumev3', group=GROUP)
+    conf.set_default('service_type', service_type, group=group)
 
 
 def list_opts():
-    opts = (cinder_opts + ks_loading.get_session_conf_options()
-            + ks_loading.get_auth_common_conf_options()
-            + ks_loading.get_auth_plugin_conf_options('password')
-            + ks_loading.get_adapter_conf_options(include_deprecated=False))
-    return [(cinder_group, _unique(opts))]
+    return [(cinder_group, keystoneauth_options(cinder_opts))]
 
 
-def _unique(opts):
+def keystoneauth_options(own: list) -> list:
+    """A group's ``own`` options and keystoneauth1's (the ``password``
+    plugin's for the sample), each once: keystoneauth lists some twice."""
     seen: dict = {}
-    for opt in opts:
+    for opt in (own + ks_loading.get_session_conf_options()
+                + ks_loading.get_auth_common_conf_options()
+                + ks_loading.get_auth_plugin_conf_options('password')
+                + ks_loading.get_adapter_conf_options(
+                    include_deprecated=False)):
         seen.setdefault(opt.dest, opt)
     return list(seen.values())

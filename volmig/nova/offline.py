@@ -1,0 +1,106 @@
+"""Moving a volume of stopped Nova servers: Cinder moves the data while
+nothing runs, and Nova's records follow.
+
+Nova refuses to swap a stopped server's volume, and Cinder moves an
+attached volume only through that swap. So, for each server: hold it
+(Nova's lock, so that its owner cannot start it), check that it is still
+stopped, and let Cinder's attachment go (with volmig's service token, as
+Nova's own detach does: Cinder refuses a user that deletes an attachment
+Nova uses). Cinder then migrates a detached volume by itself, keeping its
+id. Last, ``nova-manage volume_attachment refresh`` gives each server a
+new attachment where the volume is now, and the server is let go. A
+refresh runs whether the migration succeeded or not: it is what gives
+the server its volume back.
+
+Every step can be taken again: a move cut off anywhere is finished by
+calling ``move`` again with the same servers (which the volume no longer
+names once its attachments are gone).
+"""
+
+import time
+
+from oslo_log import log as logging
+
+from volmig import context as volmig_context
+from volmig import exception
+from volmig.nova import compute
+
+LOG = logging.getLogger(__name__)
+
+POLL = 1.0
+TIMEOUT = 3600
+
+
+class OfflineMove:
+
+    def __init__(self, volumes, nova: compute.Nova):
+        self.volumes = volumes
+        self.nova = nova
+        self.ctxt = volmig_context.get_service_context()
+
+    def hold(self, server_ids, reason: str) -> list[str]:
+        """Lock each server; returns those that volmig locked (a server
+        someone else locked stays so). Refuses, letting go what it held,
+        if one of them runs."""
+        locked = []
+        try:
+            for server_id in server_ids:
+                server = self.nova.server(server_id)
+                if not server.get('locked'):
+                    self.nova.lock(server_id, reason)
+                    locked.append(server_id)
+                # Read again once held: it may have started meanwhile.
+                server = self.nova.server(server_id)
+                if server['status'] != compute.STOPPED:
+                    raise exception.ServerNotStopped(
+                        server_id=server_id, status=server['status'])
+        except Exception:
+            self.release(locked)
+            raise
+        return locked
+
+    def release(self, server_ids) -> None:
+        for server_id in server_ids:
+            self.nova.unlock(server_id)
+
+    def move(self, volume_id: str, server_ids, target: str) -> dict:
+        """Move the volume to pool ``target`` and each server's record
+        with it; returns the volume as Cinder has it at the end. The
+        servers must be held (``hold``)."""
+        volume = self.volumes.get_volume(self.ctxt, volume_id)
+        try:
+            for attachment in volume['attachments']:
+                if attachment['instance_uuid'] in server_ids:
+                    self.volumes.attachment_delete(self.ctxt,
+                                                   attachment['id'])
+            volume = self._migrate(volume_id, target)
+        finally:
+            for server_id in server_ids:
+                server = self.nova.server(server_id)
+                connector = self.nova.connector(
+                    server['OS-EXT-SRV-ATTR:host'])
+                self.nova.refresh(server_id, volume_id, connector)
+        return self.volumes.get_volume(self.ctxt, volume_id)
+
+    def _migrate(self, volume_id: str, target: str) -> dict:
+        volume = self.volumes.get_volume(self.ctxt, volume_id)
+        if volume['host'] != target:
+            if volume['migration_status'] not in ('starting', 'migrating'):
+                self.volumes.migrate_volume(self.ctxt, volume_id, target)
+            deadline = time.monotonic() + TIMEOUT
+            while True:
+                volume = self.volumes.get_volume(self.ctxt, volume_id)
+                if volume['migration_status'] in ('success', 'error'):
+                    break
+                if time.monotonic() > deadline:
+                    raise exception.BlockStorageUnavailable(
+                        action='migrate volume %s' % volume_id,
+                        reason='it is still migrating after %d s' % TIMEOUT)
+                time.sleep(POLL)
+        if volume['host'] != target:
+            raise exception.BlockStorageRefused(
+                action='migrate volume %s to %s' % (volume_id, target),
+                reason='its migration ended in %s; it stays on %s' % (
+                    volume['migration_status'], volume['host']))
+        LOG.info('Cinder moved volume %s to %s', volume_id, target)
+        return volume
