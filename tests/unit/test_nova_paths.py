@@ -57,7 +57,7 @@ class ClassifyTest(base.BaseTestCase):
                                         {'s1': RUNNING, 's2': STOPPED})
         self.assertEqual(paths.NONE, action)
         self.assertIn('1 running', reason)
-        self.assertIn('first', reason)
+        self.assertIn('stop them all', reason)
 
     def test_read_only_on_stopped_servers_moves_offline(self):
         self.assertEqual(paths.OFFLINE, self.path(

@@ -18,8 +18,11 @@ What is refused, and why:
   writers, and a refresh cannot order two guests' writes;
 - several read-only attachments while any server runs: Cinder sends one
   swap per attachment and completes the migration on the first, so the
-  other guests would go on reading the old backend. Stopped, they take
-  ``offline``;
+  other guests would go on reading the old backend. Measured on Nova 34
+  with two running servers, it does not get that far: Nova answers
+  Cinder's first swap with HTTP 500 (``InvalidInput``), and Cinder ends
+  the migration in ``error`` with the volume where it was. Stopped, the
+  servers take ``offline``;
 - an attachment of a server that Nova does not know: a guest of volmig's
   own, which neither Nova's swap nor a refresh would move (volmig's
   live path cannot move Nova's guest either), or one nobody accounts
@@ -77,9 +80,9 @@ def classify(volume: dict, servers: dict[str, dict | None],
                           'is not safe' % len(attachments))
         if len(stopped) < len(attachments):
             return NONE, ('attached read-only to %d servers, %d running: '
-                          'Cinder completes its migration on the first '
-                          "server's swap and leaves the others on this "
-                          'backend; stop them all and it moves offline'
+                          "Nova's swap fails on a volume shared so, and "
+                          "Cinder would leave all but the first server on "
+                          'this backend; stop them all and it moves offline'
                           % (len(attachments),
                              len(attachments) - len(stopped)))
         return OFFLINE, ('attached read-only to %d stopped servers: moved '
