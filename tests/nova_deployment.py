@@ -152,8 +152,9 @@ class Nova(openstack.Processes):
             'nova', openstack.SERVICE_PASSWORD, 'service')
         openstack.wait_for('nova-api', lambda: self.request(
             'GET', '/flavors').ok, process=self.processes['nova-api'])
+        # nova-compute takes 20-30 s to register on an idle machine.
         openstack.wait_for('nova-compute in a cell', self._discovered,
-                           timeout=120,
+                           timeout=300,
                            process=self.processes['nova-compute'])
         created = self.request('POST', '/flavors', json={'flavor': {
             'name': FLAVOR, 'ram': 192, 'vcpus': 1, 'disk': 0}})

@@ -13,17 +13,19 @@ operator would set them.
 """
 
 import os
+import signal
 import subprocess  # nosec B404
+from urllib.parse import quote
 
 from keystoneauth1 import loading as ks_loading
-from oslotest import base
+from oslo_config import fixture as config_fixture
 import testtools
 
 from tests import cinder_deployment
-from tests import fixtures as volmig_fixtures
 from tests import nova_deployment
 from tests import openstack
 from tests import real_guest
+from tests.integration import base
 from volmig.block_storage import cinder as cinder_storage
 from volmig.conf import CONF
 from volmig.demo import writes as guest_writes
@@ -33,61 +35,79 @@ from volmig.nova import paths
 
 
 @testtools.skipIf(nova_deployment.missing(), nova_deployment.missing())
-class NovaTestCase(base.BaseTestCase):
+class NovaTestCase(base.DeployedOnceTestCase):
+    COMPUTES = 1
 
     @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls._deployment = deployment = openstack.Processes()
-        deployment.setUp()
-        try:
-            cls.keystone = deployment.useFixture(openstack.Keystone())
-            cls.keystone.service_user('volmig')
-            cls.keystone.user('alice', cls.keystone.project('tenant-a'),
-                              ('member',))
-            cls.alice = cls.keystone.session(
-                'alice', openstack.SERVICE_PASSWORD, 'tenant-a')
-            port = openstack.free_port()
-            cls.cinder = deployment.useFixture(cinder_deployment.Cinder(
-                cls.keystone, 'http://127.0.0.1:%d/v2.1' % port,
-                own_fs=True))
-            cls.nova = deployment.useFixture(nova_deployment.Nova(
-                cls.keystone, cls.cinder, port))
-        except Exception:
-            deployment.cleanUp()
-            raise
+    def deploy(cls, deployment):
+        cls.keystone = deployment.useFixture(openstack.Keystone())
+        cls.keystone.service_user('volmig')
+        cls.keystone.user('alice', cls.keystone.project('tenant-a'),
+                          ('member',))
+        cls.alice = cls.keystone.session('alice', openstack.SERVICE_PASSWORD,
+                                         'tenant-a')
+        # Cinder's compute API is Nova's.
+        port = openstack.free_port()
+        cls.cinder = deployment.useFixture(cinder_deployment.Cinder(
+            cls.keystone, 'http://127.0.0.1:%d/v2.1' % port, own_fs=True))
+        cls.nova = deployment.useFixture(nova_deployment.Nova(
+            cls.keystone, cls.cinder, port))
 
-    @classmethod
-    def tearDownClass(cls):
-        cls._deployment.cleanUp()
-        super().tearDownClass()
-
-    def setUp(self):
-        super().setUp()
-        conf = self.useFixture(volmig_fixtures.ConfFixture()).conf
-        # keystoneauth registers a plugin's options as it loads it.
-        for group in ('cinder', 'nova'):
-            CONF.register_opts(
-                ks_loading.get_auth_plugin_conf_options('password'),
-                group=group)
+    def nova_options(self) -> dict:
+        """``[cinder]`` and ``[nova]`` as an operator sets them: volmig's
+        own user (admin and service roles) on both, and nova-manage with
+        Nova's PATH (privsep's helper) and configuration."""
+        options = {}
         for (group, name), value in self.cinder.volmig_options().items():
-            if group in ('cinder', 'nova'):
-                conf(group=group, **{name: value})
-                if group == 'cinder':
-                    conf(group='nova', **{name: value})
-        # As an operator would: nova-manage with Nova's PATH (privsep's
-        # helper) and configuration.
+            options[group, name] = value
+            if group == 'cinder':
+                options['nova', name] = value
+        # Their defaults, which a test's configuration fixture clears as
+        # it ends (oslo.config's reset).
+        options['cinder', 'service_type'] = 'volumev3'
+        options['nova', 'service_type'] = 'compute'
         manage = ['env', 'PATH=%s' % self.nova.env['PATH'],
                   self.nova.binary('nova-manage'), '--config-file',
                   self.nova.conf]
-        conf(group='nova', manage_command=manage,
-             connector_command=manage + ['volume_attachment',
-                                         'get_connector', '--json'])
+        options['nova', 'manage_command'] = manage
+        options['nova', 'connector_command'] = manage + [
+            'volume_attachment', 'get_connector', '--json']
+        return options
+
+    def process_options(self):
+        def written(options):
+            return {key: ','.join(value) if isinstance(value, list)
+                    else value for key, value in options.items()}
+        options = {name: written(self.nova_options())
+                   for name in ('conductor', 'api', *self.hosts)}
+        options['api'].update(self.keystone.authtoken_options())
+        return options
+
+    def setUp(self):
+        super().setUp()
+        conf = self.conf_fixture.conf
+        # keystoneauth registers a plugin's options as it loads it;
+        # these go with the test.
+        options = self.useFixture(config_fixture.Config(CONF))
+        for group in ('cinder', 'nova'):
+            options.register_opts(
+                ks_loading.get_auth_plugin_conf_options('password'),
+                group=group)
+        for (group, name), value in self.nova_options().items():
+            if group in ('cinder', 'nova'):
+                conf(group=group, **{name: value})
         self.volumes = cinder_storage.CinderVolumeAdapter(CONF)
         self.novas = compute.Nova(CONF)
         self.pools = {name: self.cinder.pool_of(name)
                       for name in cinder_deployment.BACKENDS}
         self.consoles: dict[str, str] = {}
+        self.operator = self.keystone.session(
+            'volmig', openstack.SERVICE_PASSWORD, 'service')
+
+    def rest(self, method: str, path: str, body=None):
+        """volmig's API as an operator (volmig's admin user)."""
+        return self.operator.request(self.endpoint + path, method,
+                                     json=body, raise_exc=False)
 
     def volume(self, backend: str) -> dict:
         """A 1 GiB volume of alice's on ``backend``, available."""
@@ -203,8 +223,8 @@ class NovaTestCase(base.BaseTestCase):
             self.assertEqual(paths.OFFLINE,
                              paths.classify(volume, servers)[0])
         mover = offline.OfflineMove(self.volumes, self.novas)
-        held = mover.hold([server_id], 'volmig: draining nfs-a')
-        self.assertEqual([server_id], held)
+        reason = 'volmig: draining nfs-a'
+        mover.hold([server_id], reason)
         # Held: its owner cannot start it.
         self.assertEqual(409, self.nova_action(
             server_id, {'os-start': None}, self.alice).status_code)
@@ -214,7 +234,7 @@ class NovaTestCase(base.BaseTestCase):
             moved = mover.move(volume_id, [server_id], self.pools['nfs-b'])
             self.assertEqual(self.pools['nfs-b'], moved['host'])
             self.assertEqual('in-use', moved['status'])
-        mover.release(held)
+        mover.release([server_id], reason)
         self.assertFalse(self.nova.server(server_id)['locked'])
         for path in old_files:
             self.assertFalse(os.path.exists(path), path)
@@ -250,3 +270,119 @@ class NovaTestCase(base.BaseTestCase):
         # The hard reboot stopped the guest abruptly.
         for volume_id, region in regions.items():
             self.assert_bytes(server_id, volume_id, region, clean=False)
+
+    def boot_from_volume(self, *data_ids: str) -> tuple[str, str]:
+        """alice's server booting from a new volume of volmig-guest on
+        nfs-a, with the data volumes attached; (server, root volume)."""
+        root = self.volume('nfs-a')
+        real_guest.boot_volume(self.cinder.volume_file(root))
+        self.cinder.request('POST', '/volumes/%s/action' % root['id'],
+                            json={'os-set_bootable': {'bootable': True}})
+        server_id = self.nova.boot(root['id'], self.alice)['id']
+        for volume_id in data_ids:
+            attached = self.nova.request(
+                'POST', '/servers/%s/os-volume_attachments' % server_id,
+                self.alice, json={'volumeAttachment': {
+                    'volumeId': volume_id}})
+            self.assertEqual(200, attached.status_code, attached.text)
+            self.wait_volume(volume_id, lambda v: server_id in {
+                a['server_id'] for a in v['attachments']})
+        return server_id, root['id']
+
+    def drain_show(self) -> dict:
+        answer = self.rest('GET', '/os-volume-pools/%s' % quote(
+            self.pools['nfs-a'], safe=''))
+        self.assertEqual(200, answer.status_code, answer.text)
+        return answer.json()['drain']
+
+    def test_drain_of_a_backend_under_novas_servers(self):
+        """One drain moves each volume of nfs-a by its own path (a running
+        server's root and data volumes through Nova's swap, a stopped
+        server's offline, a detached one by Cinder's copy), refuses a
+        volume two servers write, resumes after its conductor is killed,
+        and leaves every server booting the new backend with its
+        writes."""
+        data_a = self.volume('nfs-a')['id']
+        server_a, root_a = self.boot_from_volume(data_a)
+        data_b = self.volume('nfs-a')['id']
+        server_b, root_b = self.boot_from_volume(data_b)
+        shared = self.cinder.request('POST', '/volumes', self.alice, json={
+            'volume': {'size': 1, 'volume_type': 'nfs-a-multi'}})
+        self.assertEqual(202, shared.status_code, shared.text)
+        shared = shared.json()['volume']['id']
+        self.wait_volume(shared, lambda v: v['status'] == 'available')
+        for count, server_id in enumerate((server_a, server_b), 1):
+            attached = self.nova.request(
+                'POST', '/servers/%s/os-volume_attachments' % server_id,
+                self.alice, json={'volumeAttachment': {'volumeId': shared}})
+            self.assertEqual(200, attached.status_code, attached.text)
+            self.wait_volume(shared, lambda v, n=count: v['status'] ==
+                             'in-use' and len(v['attachments']) == n)
+        detached = self.volume('nfs-a')['id']
+        regions = {root_a: real_guest.BOOT_REGION, data_a: 0,
+                   root_b: real_guest.BOOT_REGION, data_b: 0}
+        self.wait_for_acks(server_a, (root_a, data_a), 10)
+        self.wait_for_acks(server_b, (root_b, data_b), 10)
+        self.stop(server_b)
+
+        pool = quote(self.pools['nfs-a'], safe='')
+        body = {'drain': {'to': self.pools['nfs-b'], 'dry_run': True}}
+        planned = self.rest('POST', '/os-volume-pools/%s/action' % pool,
+                            body)
+        self.assertEqual(200, planned.status_code, planned.text)
+        actions = {e['volume_id']: (e['action'], e['reason'])
+                   for e in planned.json()['drain']['volumes']}
+        self.assertEqual(
+            {root_a: 'swap', data_a: 'swap', root_b: 'offline',
+             data_b: 'offline', shared: 'none', detached: 'copy'},
+            {volume_id: action for volume_id, (action, _) in
+             actions.items()})
+        self.assertIn('read/write', actions[shared][1])
+
+        body['drain'].update(dry_run=False, max_parallel=1)
+        started = self.rest('POST', '/os-volume-pools/%s/action' % pool,
+                            body)
+        self.assertEqual(202, started.status_code, started.text)
+        # Killed mid-way, with a move under way, then resumed.
+        openstack.wait_for('a volume to move', lambda: any(
+            e['state'] == 'migrating' for e in self.drain_show()['volumes']),
+            timeout=120)
+        self.cluster.restart('conductor', sig=signal.SIGKILL).wait_ready()
+        drain = openstack.wait_for(
+            'the drain to end', lambda: (lambda d: d if d['status'] !=
+                                         'running' else None)(
+                self.drain_show()), timeout=600)
+        states = {e['volume_id']: (e['state'], e['reason'])
+                  for e in drain['volumes']}
+        self.assertEqual('completed', drain['status'], states)
+        self.assertEqual('skipped', states.pop(shared)[0])
+        self.assertEqual({'done'}, {s for s, _ in states.values()}, states)
+        for volume_id in states:
+            self.assertEqual(self.pools['nfs-b'], self.cinder.volume(
+                volume_id)['os-vol-host-attr:host'])
+        self.assertEqual(self.pools['nfs-a'], self.cinder.volume(
+            shared)['os-vol-host-attr:host'])
+        self.assertFalse(self.nova.server(server_b)['locked'])
+        # Nothing left on the old backend but the refused volume.
+        export = self.cinder.exports['nfs-a']
+        openstack.wait_for('Cinder to delete what it moved', lambda: sorted(
+            os.listdir(export)) == [os.path.basename(self.cinder.volume_file(
+                self.cinder.volume(shared)))], timeout=60)
+
+        self.stop(server_a)
+        for server_id, volumes in ((server_a, (root_a, data_a)),
+                                   (server_b, (root_b, data_b))):
+            for volume_id in volumes:
+                self.assert_bytes(server_id, volume_id, regions[volume_id])
+            # Started, then hard-rebooted: the new backend each time.
+            nfs_b = self.nova.mount_of(self.cinder.exports['nfs-b'])
+            files = {os.path.join(nfs_b, os.path.basename(
+                self.cinder.volume_file(self.cinder.volume(v))))
+                for v in volumes}
+            for power in ({'os-start': None}, {'reboot': {'type': 'HARD'}}):
+                self.power(server_id, power)
+                self.assertTrue(files <= set(self.disks(server_id)))
+            self.stop(server_id)
+            for volume_id in volumes:
+                self.assert_bytes(server_id, volume_id, regions[volume_id],
+                                  clean=False)

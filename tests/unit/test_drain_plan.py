@@ -4,6 +4,7 @@ import datetime
 
 from oslotest import base
 
+from volmig import drains
 from volmig.volume_service import drain
 
 
@@ -105,7 +106,7 @@ class ProgressTest(base.BaseTestCase):
                        'state': 'migrating'},
                       {'volume_id': 'c', 'size_mb': 10, 'state': 'pending'},
                       {'volume_id': 'd', 'size_mb': 99, 'state': 'skipped'}]}
-        result = drain.progress(record, {'b': {'migration_progress': 50.0}})
+        result = drains.progress(record, {'b': {'migration_progress': 50.0}})
         mib = 1024 * 1024
         self.assertEqual(40 * mib, result['bytes_total'])
         self.assertEqual(20 * mib, result['bytes_done'])

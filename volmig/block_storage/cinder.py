@@ -270,6 +270,12 @@ class CinderVolumeAdapter(base.VolumeAdapter):
         # attachments it has.
         self._cinder(ctxt).volumes.detach(volume_id, attachment_id)
 
+    @_refusals('list pools', not_found=None)
+    def pools(self, ctxt) -> list[str]:
+        """Cinder's pools (``host@backend#pool``), as its scheduler
+        knows them: an admin's view."""
+        return [pool.name for pool in self._cinder(ctxt).pools.list()]
+
     @_refusals('migrate a volume')
     def migrate_volume(self, ctxt, volume_id, pool,
                        max_bandwidth_mbps=None):

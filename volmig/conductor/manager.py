@@ -13,6 +13,7 @@ from volmig import notifications
 from volmig import rpc
 from volmig import signing
 from volmig.compute import rpcapi as compute_rpcapi
+from volmig.conductor import cinder_drains
 from volmig.conductor import cinder_moves
 from volmig.conductor import healer
 from volmig.conductor import instances
@@ -70,8 +71,12 @@ class ConductorManager:
         self.healer = healer.Healer(self.migrations, compute_api)
         self.recovery = recovery.OperatorRecovery(
             self.migrations, self.healer, compute_api)
-        self.operators = operator_manager.OperatorEndpoint(self.instances,
-                                                           self.recovery)
+        # The conductor drains the pools of Cinder, which has no drain of
+        # its own; volmig-volume drains its own pools.
+        self.cinder_drains = (cinder_drains.CinderDrains(volume_api)
+                              if CONF.volume.backend == 'cinder' else None)
+        self.operators = operator_manager.OperatorEndpoint(
+            self.instances, self.recovery, self.cinder_drains)
 
     @staticmethod
     def _own(ctxt, method: str, instance_uuid=None, migration_id=None):
@@ -99,9 +104,13 @@ class ConductorManager:
     def periodic_tasks(self):
         # The moves a previous process of this conductor left are taken
         # up as soon as it serves, not a heal interval later.
-        return [(CONF.conductor.heal_interval, self.heal),
-                (CONF.conductor.heal_interval, self.cinder_moves.resume, 0),
-                (CONF.conductor.queue_interval, self.queue.dispatch)]
+        tasks = [(CONF.conductor.heal_interval, self.heal),
+                 (CONF.conductor.heal_interval, self.cinder_moves.resume, 0),
+                 (CONF.conductor.queue_interval, self.queue.dispatch)]
+        if self.cinder_drains is not None:
+            tasks.append((CONF.conductor.heal_interval,
+                          self.cinder_drains.run_once, 0))
+        return tasks
 
     def _migration_ended(self) -> None:
         self.queue.kick()

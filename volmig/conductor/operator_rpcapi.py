@@ -70,3 +70,30 @@ class OperatorAPI(rpcapi.ConductorAPI):
         return self._operator_call(ctxt, 'instance_reset_state',
                                    instance_uuid=instance_uuid,
                                    vm_state=vm_state)
+
+    # Drains of a Cinder backend (1.9).
+
+    def _drains(self):
+        if not self.can_send_version(rpcapi.DRAINS_VERSION):
+            raise exception.ServiceTooOld(
+                service=rpcapi.BINARY, feature='drains of Cinder pools',
+                needed=rpcapi.DRAINS_VERSION)
+        return self.client.prepare(topic=rpcapi.OPERATOR_TOPIC,
+                                   version=rpcapi.DRAINS_VERSION)
+
+    def drain_pool(self, ctxt, pool, target_pool, max_parallel=1,
+                   max_bandwidth_mbps=None, dry_run=False):
+        return self._drains().call(
+            ctxt, 'drain_pool', pool=pool, target_pool=target_pool,
+            max_parallel=max_parallel,
+            max_bandwidth_mbps=max_bandwidth_mbps, dry_run=dry_run)
+
+    def pool_drain_get(self, ctxt, pool):
+        return self._drains().call(ctxt, 'pool_drain_get', pool=pool)
+
+    def pool_drain_list(self, ctxt, pool, limit=None, marker=None):
+        return self._drains().call(ctxt, 'pool_drain_list', pool=pool,
+                                   limit=limit, marker=marker)
+
+    def pool_drain_cancel(self, ctxt, pool):
+        return self._drains().call(ctxt, 'pool_drain_cancel', pool=pool)

@@ -17,13 +17,14 @@ LOG = logging.getLogger(__name__)
 
 BINARY = TOPIC = 'volmig-conductor'
 OPERATOR_TOPIC = 'volmig-conductor-operator'
-RPC_API_VERSION = '1.8'
+RPC_API_VERSION = '1.9'
 OWNER_VERSION = '1.3'
 GUESTS_VERSION = '1.4'
 OPERATIONS_VERSION = '1.5'
 OPERATOR_TOPIC_VERSION = '1.6'
 LEASE_VERSION = '1.7'
 PAGES_VERSION = '1.8'
+DRAINS_VERSION = '1.9'
 
 # Release names an operator may put in [upgrade_levels] conductor.
 VERSION_ALIASES = {

@@ -56,6 +56,15 @@ def instance_get_all(ctxt, host: str | None = None,
             ['id'])))
 
 
+@engine.retried
+def instance_uuids(ctxt, uuids) -> set[str]:
+    """Which of ``uuids`` are servers of volmig's own."""
+    with engine.reader(ctxt) as session:
+        return set(session.scalars(sa.select(models.Instance.uuid).where(
+            models.Instance.uuid.in_(list(uuids)),
+            models.Instance.deleted_at.is_(None))))
+
+
 _ANY = object()
 _INSTANCES = models.table(models.Instance)
 

@@ -32,54 +32,60 @@ TIMEOUT = 3600
 
 
 class OfflineMove:
+    """The steps, each of which may be taken again, and ``move``, which
+    takes them all in turn and waits for Cinder."""
 
     def __init__(self, volumes, nova: compute.Nova):
         self.volumes = volumes
         self.nova = nova
         self.ctxt = volmig_context.get_service_context()
 
-    def hold(self, server_ids, reason: str) -> list[str]:
-        """Lock each server; returns those that volmig locked (a server
-        someone else locked stays so). Refuses, letting go what it held,
-        if one of them runs."""
-        locked = []
+    def hold(self, server_ids, reason: str) -> None:
+        """Lock each server with ``reason``; refuses, letting go what it
+        held, if one of them is not stopped. A server locked for another
+        reason stays locked, and is not volmig's to unlock."""
         try:
             for server_id in server_ids:
-                server = self.nova.server(server_id)
-                if not server.get('locked'):
+                if not self.nova.server(server_id).get('locked'):
                     self.nova.lock(server_id, reason)
-                    locked.append(server_id)
                 # Read again once held: it may have started meanwhile.
                 server = self.nova.server(server_id)
                 if server['status'] != compute.STOPPED:
                     raise exception.ServerNotStopped(
                         server_id=server_id, status=server['status'])
         except Exception:
-            self.release(locked)
+            self.release(server_ids, reason)
             raise
-        return locked
 
-    def release(self, server_ids) -> None:
+    def release(self, server_ids, reason: str) -> None:
+        """Unlock the servers that volmig locked with ``reason``."""
         for server_id in server_ids:
-            self.nova.unlock(server_id)
+            if self.nova.server(server_id).get('locked_reason') == reason:
+                self.nova.unlock(server_id)
+
+    def let_go(self, volume_id: str, server_ids) -> None:
+        """Delete the servers' Cinder attachments of the volume."""
+        volume = self.volumes.get_volume(self.ctxt, volume_id)
+        for attachment in volume['attachments']:
+            if attachment['instance_uuid'] in server_ids:
+                self.volumes.attachment_delete(self.ctxt, attachment['id'])
+
+    def refresh(self, volume_id: str, server_ids) -> None:
+        """Give each server a new attachment where the volume is now."""
+        for server_id in server_ids:
+            server = self.nova.server(server_id)
+            connector = self.nova.connector(server['OS-EXT-SRV-ATTR:host'])
+            self.nova.refresh(server_id, volume_id, connector)
 
     def move(self, volume_id: str, server_ids, target: str) -> dict:
         """Move the volume to pool ``target`` and each server's record
-        with it; returns the volume as Cinder has it at the end. The
-        servers must be held (``hold``)."""
-        volume = self.volumes.get_volume(self.ctxt, volume_id)
+        with it, the servers held (``hold``); returns the volume as
+        Cinder has it at the end."""
         try:
-            for attachment in volume['attachments']:
-                if attachment['instance_uuid'] in server_ids:
-                    self.volumes.attachment_delete(self.ctxt,
-                                                   attachment['id'])
-            volume = self._migrate(volume_id, target)
+            self.let_go(volume_id, server_ids)
+            self._migrate(volume_id, target)
         finally:
-            for server_id in server_ids:
-                server = self.nova.server(server_id)
-                connector = self.nova.connector(
-                    server['OS-EXT-SRV-ATTR:host'])
-                self.nova.refresh(server_id, volume_id, connector)
+            self.refresh(volume_id, server_ids)
         return self.volumes.get_volume(self.ctxt, volume_id)
 
     def _migrate(self, volume_id: str, target: str) -> dict:

@@ -31,19 +31,20 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
 from volmig import context as volmig_context
+from volmig import drains
 from volmig import exception
 from volmig import notifications
 from volmig import states
-from volmig.db import drains
+from volmig.db import drains as drains_db
 from volmig.volume_service import pool_moves
 
 LOG = logging.getLogger(__name__)
 
-RUNNING, COMPLETED, CANCELLED = 'running', 'completed', 'cancelled'
-# An entry's state.
-PENDING, MIGRATING, DONE = 'pending', 'migrating', 'done'
-WAITING, FAILED, SKIPPED = 'waiting', 'failed', 'skipped'
-OPEN = (PENDING, MIGRATING, WAITING)
+RUNNING, COMPLETED, CANCELLED = drains.RUNNING, drains.COMPLETED, \
+    drains.CANCELLED
+PENDING, MIGRATING, DONE = drains.PENDING, drains.MIGRATING, drains.DONE
+WAITING, FAILED, SKIPPED = drains.WAITING, drains.FAILED, drains.SKIPPED
+OPEN = drains.OPEN
 # Seconds until the next try of a volume whose start was refused for a
 # reason that passes: its servers must be shut off, or one of them is
 # busy (one task per server, and a drain moves a server's volumes in
@@ -119,41 +120,6 @@ def refresh(entry: dict, volume: dict | None, target: str) -> dict:
     return entry
 
 
-def progress(drain: dict, volumes: dict[str, dict]) -> dict:
-    """Volumes and bytes done of the whole drain, and the time left."""
-    moving = [e for e in drain['volumes'] if e['state'] != SKIPPED]
-    total = sum(e['size_mb'] for e in moving) * 1024 * 1024
-    done = 0.0
-    for entry in moving:
-        size = entry['size_mb'] * 1024 * 1024
-        if entry['state'] == DONE:
-            done += size
-        elif entry['state'] == MIGRATING:
-            volume = volumes.get(entry['volume_id']) or {}
-            done += size * (volume.get('migration_progress') or 0) / 100
-    elapsed = timeutils.delta_seconds(drain['created_at'],
-                                      drain['finished_at']
-                                      or timeutils.utcnow())
-    eta = None
-    if drain['status'] == RUNNING and 0 < done < total:
-        eta = round((total - done) * elapsed / done, 1)
-    counts = {state: sum(1 for e in drain['volumes'] if e['state'] == state)
-              for state in (PENDING, MIGRATING, DONE, WAITING, FAILED,
-                            SKIPPED)}
-    return {'volumes_total': len(drain['volumes']),
-            'volumes_done': counts[DONE], 'volumes': counts,
-            'bytes_total': total, 'bytes_done': int(done),
-            'elapsed_seconds': round(elapsed, 1), 'eta_seconds': eta}
-
-
-def counts(entries: list[dict]) -> dict[str, int]:
-    """A drain's volumes, counted by state."""
-    found: dict[str, int] = {}
-    for entry in entries:
-        found[entry['state']] = found.get(entry['state'], 0) + 1
-    return found
-
-
 class Drainer:
 
     def __init__(self, volumes, mover: pool_moves.Mover, host: str):
@@ -178,7 +144,7 @@ class Drainer:
                 field='max_parallel',
                 reason='expected a positive integer, not %r'
                 % (max_parallel,))
-        running = drains.latest(pool)
+        running = drains_db.latest(pool)
         if running and running['status'] == RUNNING and not dry_run:
             raise exception.DrainRunning(pool=pool, drain_id=running['id'],
                                          target=running['target_pool'])
@@ -189,7 +155,7 @@ class Drainer:
                     'max_parallel': max_parallel,
                     'max_bandwidth_mbps': max_bandwidth_mbps,
                     'volumes': entries}
-        drain = drains.create(
+        drain = drains_db.create(
             id=uuidutils.generate_uuid(), pool=pool, target_pool=target,
             status=RUNNING, max_parallel=max_parallel,
             max_bandwidth_mbps=max_bandwidth_mbps, volumes=entries)
@@ -208,7 +174,7 @@ class Drainer:
             'id': drain['id'], 'host': self.host, 'pool': drain['pool'],
             'target_pool': drain['target_pool'], 'status': drain['status'],
             'max_parallel': drain['max_parallel'],
-            'volumes': counts(drain['volumes'])})
+            'volumes': drains.counts(drain['volumes'])})
 
     def _announce_volumes(self, ctxt, drain: dict, before: list[dict],
                           volumes: dict[str, dict]) -> None:
@@ -233,12 +199,13 @@ class Drainer:
 
     def show(self, ctxt, pool: str, drain: dict | None = None) -> dict:
         """The pool's latest drain, with its progress."""
-        drain = drain or drains.latest(pool)
+        drain = drain or drains_db.latest(pool)
         if drain is None:
             raise exception.DrainNotFound(pool=pool)
         volumes = self.volumes.volumes_by_id(
             e['volume_id'] for e in drain['volumes'])
-        return dict(drain, dry_run=False, progress=progress(drain, volumes))
+        return dict(drain, dry_run=False,
+                    progress=drains.progress(drain, volumes))
 
     def history(self, ctxt, pool: str, limit: int | None = None,
                 marker: str | None = None) -> list[dict]:
@@ -249,17 +216,17 @@ class Drainer:
         self.mover.pool_path(pool)
         shown = [self.show(ctxt, pool, drain) if drain['status'] == RUNNING
                  else dict(drain, dry_run=False,
-                           progress=progress(drain, {}))
-                 for drain in drains.get_all(pool, limit, marker)]
+                           progress=drains.progress(drain, {}))
+                 for drain in drains_db.get_all(pool, limit, marker)]
         return [{key: value for key, value in drain.items()
                  if key != 'volumes'} for drain in shown]
 
     def cancel(self, ctxt, pool: str) -> dict:
         """Begin no more volumes; those under way finish."""
-        drain = drains.latest(pool)
+        drain = drains_db.latest(pool)
         if drain is None or drain['status'] != RUNNING:
             raise exception.NoDrainRunning(pool=pool)
-        drain = drains.update(
+        drain = drains_db.update(
             drain['id'], expected_status=RUNNING, status=CANCELLED,
             finished_at=timeutils.utcnow())
         LOG.warning('Drain of pool %s cancelled', pool)
@@ -272,7 +239,7 @@ class Drainer:
             self._run_once()
 
     def _run_once(self) -> None:
-        for drain in drains.running():
+        for drain in drains_db.running():
             try:
                 self._pass(drain)
             except Exception:
@@ -306,7 +273,7 @@ class Drainer:
             LOG.info('Drain of pool %s into %s completed', drain['pool'],
                      target)
         try:
-            updated = drains.update(drain['id'], expected_status=RUNNING,
+            updated = drains_db.update(drain['id'], expected_status=RUNNING,
                                     **values)
         except exception.NoDrainRunning:
             LOG.info('Drain %s was cancelled during its pass', drain['id'])

@@ -71,6 +71,14 @@ class Controller:
             self._volume_api = block_storage.get_adapter()
         return self._volume_api
 
+    @property
+    def drainer(self):
+        """Who drains pools: volmig-volume its own, through the block
+        storage adapter; the conductor Cinder's, which has no drain."""
+        if CONF.volume.backend == 'cinder':
+            return self.conductor
+        return self.volume_api
+
     def server(self, req, server_id: str, rule: str) -> dict:
         """The server, if the caller may see it, then ``rule``."""
         validation.require_uuid('server_id', server_id)

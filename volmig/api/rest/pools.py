@@ -1,5 +1,6 @@
 """``/os-volume-pools/{pool}``: draining a pool of the block-storage
-service (volmig-volume), the drain's progress, and the pool's drains."""
+service (volmig-volume's, or Cinder's ``host@backend#pool``), the drain's
+progress, and the pool's drains."""
 
 from volmig import policy
 from volmig.api import validation
@@ -14,7 +15,7 @@ class PoolsController(controller.Controller):
 
     def show(self, req, pool):
         policy.authorize(req.context, RULE % 'show')
-        return 200, {'drain': self.volume_api.pool_drain_get(req.context,
+        return 200, {'drain': self.drainer.pool_drain_get(req.context,
                                                              pool)}
 
     def drains(self, req, pool):
@@ -22,7 +23,7 @@ class PoolsController(controller.Controller):
         policy.authorize(req.context, RULE % 'show')
         page = controller.page(req)
         validation.require_filters(dict(req.GET), ())
-        found = self.volume_api.pool_drain_list(req.context, pool, **page)
+        found = self.drainer.pool_drain_list(req.context, pool, **page)
         return 200, dict({'drains': found},
                          **controller.links(req, 'drains', found, page))
 
@@ -33,10 +34,10 @@ class PoolsController(controller.Controller):
         ctxt = req.context
         policy.authorize(ctxt, RULE % 'drain')
         if 'cancel_drain' in body:
-            return 202, {'drain': self.volume_api.pool_drain_cancel(ctxt,
+            return 202, {'drain': self.drainer.pool_drain_cancel(ctxt,
                                                                     pool)}
         request = body['drain']
-        drain = self.volume_api.drain_pool(
+        drain = self.drainer.drain_pool(
             ctxt, pool, request['to'],
             max_parallel=request.get('max_parallel', 1),
             max_bandwidth_mbps=request.get('max_bandwidth_mbps'),
