@@ -1,0 +1,213 @@
+"""The conductor's drain of a Cinder pool, pass by pass, on stand-ins for
+Cinder and Nova (the integration test runs the real ones): what it
+begins, what it records before each step of an offline move, and how a
+failure, a cancel and a restart end."""
+
+from tests.unit import test_db
+from volmig import drains
+from volmig import exception
+from volmig.conductor import cinder_drains
+from volmig.db import drains as drains_db
+
+POOL, TARGET = 'ctl@a#a', 'ctl@b#b'
+
+
+class FakeCinder:
+    """Volumes by id; a migration runs until the test ends it."""
+
+    def __init__(self, volumes):
+        self.volumes = {v['id']: v for v in volumes}
+        self.deleted_attachments = []
+        self.migrations = []
+
+    def pools(self, ctxt):
+        return [POOL, TARGET]
+
+    def list_volumes(self, ctxt):
+        return [dict(v) for v in self.volumes.values()]
+
+    def get_volume(self, ctxt, volume_id):
+        if volume_id not in self.volumes:
+            raise exception.VolumeNotFound(volume_id=volume_id)
+        return dict(self.volumes[volume_id])
+
+    def attachment_delete(self, ctxt, attachment_id):
+        self.deleted_attachments.append(attachment_id)
+        for volume in self.volumes.values():
+            volume['attachments'] = [a for a in volume['attachments']
+                                     if a['id'] != attachment_id]
+
+    def migrate_volume(self, ctxt, volume_id, pool):
+        self.migrations.append(volume_id)
+        self.volumes[volume_id]['migration_status'] = 'migrating'
+
+    def end(self, volume_id, moved=True):
+        volume = self.volumes[volume_id]
+        volume.update(migration_status='success' if moved else 'error',
+                      host=TARGET if moved else volume['host'])
+
+
+class FakeNova:
+
+    def __init__(self, servers):
+        self.servers_ = servers
+        self.refreshed = []
+
+    def servers(self, ids):
+        return {i: self.servers_.get(i) for i in ids}
+
+    def server(self, server_id):
+        return self.servers_[server_id]
+
+    def lock(self, server_id, reason):
+        self.servers_[server_id].update(locked=True, locked_reason=reason)
+
+    def unlock(self, server_id):
+        self.servers_[server_id].update(locked=False, locked_reason=None)
+
+    def connector(self, host):
+        return {'host': host}
+
+    def refresh(self, server_id, volume_id, connector):
+        self.refreshed.append((server_id, volume_id))
+
+
+def volume(volume_id, *servers):
+    return {'id': volume_id, 'name': volume_id, 'size_mb': 1024,
+            'host': POOL, 'migration_status': None,
+            'attachments': [{'id': 'att-%s-%s' % (volume_id, s),
+                             'instance_uuid': s, 'attach_mode': 'rw'}
+                            for s in servers]}
+
+
+def server(status):
+    return {'status': status, 'OS-EXT-STS:task_state': None,
+            'OS-EXT-SRV-ATTR:host': 'compute-1', 'locked': False,
+            'locked_reason': None}
+
+
+class CinderDrainsTest(test_db.DatabaseTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.cinder = FakeCinder([volume('running', 's1'),
+                                  volume('stopped', 's2'),
+                                  volume('shared', 's1', 's2'),
+                                  volume('loose')])
+        self.nova = FakeNova({'s1': server('ACTIVE'),
+                              's2': server('SHUTOFF')})
+        self.drains = cinder_drains.CinderDrains(self.cinder, self.nova)
+
+    def entries(self):
+        return {e['volume_id']: e for e in
+                drains_db.latest(POOL)['volumes']}
+
+    def test_the_plan_names_each_path(self):
+        plan = self.drains.drain(self.ctxt, POOL, TARGET, dry_run=True)
+        self.assertEqual(
+            {'running': 'swap', 'stopped': 'offline', 'shared': 'none',
+             'loose': 'copy'},
+            {e['volume_id']: e['action'] for e in plan['volumes']})
+        self.assertIsNone(drains_db.latest(POOL))
+
+    def test_an_unknown_pool_is_refused(self):
+        self.assertRaises(exception.PoolNotFound, self.drains.drain,
+                          self.ctxt, POOL, 'ctl@z#z')
+
+    def test_a_pass_begins_what_max_parallel_allows_in_order(self):
+        self.drains.drain(self.ctxt, POOL, TARGET, max_parallel=2)
+        self.drains.run_once()
+        self.assertEqual(['running', 'stopped'], self.cinder.migrations)
+        states = {v: e['state'] for v, e in self.entries().items()}
+        self.assertEqual({'running': drains.MIGRATING,
+                          'stopped': drains.MIGRATING,
+                          'shared': drains.SKIPPED,
+                          'loose': drains.PENDING}, states)
+
+    def test_an_offline_move_holds_lets_go_then_refreshes_and_releases(self):
+        self.cinder.volumes.pop('running')
+        self.drains.drain(self.ctxt, POOL, TARGET)
+        self.drains.run_once()
+        self.assertTrue(self.nova.servers_['s2']['locked'])
+        self.assertEqual(['att-stopped-s2'], self.cinder.deleted_attachments)
+        self.assertEqual('migrating', self.entries()['stopped']['step'])
+        self.drains.run_once()
+        self.assertEqual([], self.nova.refreshed)
+        self.cinder.end('stopped')
+        self.drains.run_once()
+        self.assertEqual([('s2', 'stopped')], self.nova.refreshed)
+        self.assertFalse(self.nova.servers_['s2']['locked'])
+        self.assertEqual(drains.DONE, self.entries()['stopped']['state'])
+
+    def test_a_server_locked_by_someone_else_stays_locked(self):
+        self.nova.servers_['s2'].update(locked=True, locked_reason='mine')
+        self.cinder.volumes.pop('running')
+        self.drains.drain(self.ctxt, POOL, TARGET)
+        self.drains.run_once()
+        self.cinder.end('stopped')
+        self.drains.run_once()
+        self.assertEqual('mine', self.nova.servers_['s2']['locked_reason'])
+
+    def test_a_server_started_since_the_plan_takes_nova_s_swap(self):
+        self.cinder.volumes.pop('running')
+        self.drains.drain(self.ctxt, POOL, TARGET)
+        self.nova.servers_['s2']['status'] = 'ACTIVE'
+        self.drains.run_once()
+        entry = self.entries()['stopped']
+        self.assertEqual('swap', entry['action'])
+        self.assertFalse(self.nova.servers_['s2']['locked'])
+        self.assertEqual([], self.cinder.deleted_attachments)
+
+    def test_a_failed_migration_still_gives_the_servers_their_volume(self):
+        self.cinder.volumes.pop('running')
+        self.drains.drain(self.ctxt, POOL, TARGET)
+        self.drains.run_once()
+        self.cinder.end('stopped', moved=False)
+        self.drains.run_once()
+        entry = self.entries()['stopped']
+        self.assertEqual(drains.FAILED, entry['state'])
+        self.assertIn('error', entry['reason'])
+        self.assertEqual([('s2', 'stopped')], self.nova.refreshed)
+        self.assertFalse(self.nova.servers_['s2']['locked'])
+
+    def test_a_refused_begin_after_the_hold_is_followed_to_the_end(self):
+        def refuse(ctxt, volume_id, pool):
+            raise exception.BlockStorageRefused(action='migrate',
+                                                reason='no valid host')
+        self.cinder.migrate_volume = refuse
+        self.cinder.volumes.pop('running')
+        self.drains.drain(self.ctxt, POOL, TARGET)
+        self.drains.run_once()
+        self.drains.run_once()
+        entry = self.entries()['stopped']
+        self.assertEqual(drains.FAILED, entry['state'])
+        self.assertIn('no valid host', entry['reason'])
+        self.assertEqual([('s2', 'stopped')], self.nova.refreshed)
+        self.assertFalse(self.nova.servers_['s2']['locked'])
+
+    def test_a_restarted_conductor_takes_up_a_held_move(self):
+        # A conductor that died once the hold was recorded, before it let
+        # the attachment go: the volume still names its server.
+        self.cinder.volumes.pop('running')
+        self.drains.drain(self.ctxt, POOL, TARGET)
+        drain = drains_db.latest(POOL)
+        entries = [dict(e, step='held') if e['volume_id'] == 'stopped'
+                   else e for e in drain['volumes']]
+        drains_db.update(drain['id'], drains.RUNNING, volumes=entries)
+        self.nova.lock('s2', 'volmig drain %s of %s' % (drain['id'], POOL))
+        cinder_drains.CinderDrains(self.cinder, self.nova).run_once()
+        self.assertEqual(['att-stopped-s2'], self.cinder.deleted_attachments)
+        self.assertEqual(['stopped'], self.cinder.migrations)
+
+    def test_cancel_skips_what_has_not_begun_and_ends_once_the_rest_do(
+            self):
+        self.drains.drain(self.ctxt, POOL, TARGET)
+        self.drains.run_once()
+        drain = self.drains.cancel(self.ctxt, POOL)
+        self.assertEqual(drains.RUNNING, drain['status'])
+        self.assertEqual(drains.SKIPPED, self.entries()['loose']['state'])
+        self.cinder.end('running')
+        self.drains.run_once()
+        drain = drains_db.latest(POOL)
+        self.assertEqual(drains.CANCELLED, drain['status'])
+        self.assertEqual(['running'], self.cinder.migrations)
