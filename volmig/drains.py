@@ -2,7 +2,14 @@
 pools, the conductor for a Cinder backend): the states of a drain and of
 each of its volumes, and its progress."""
 
+from oslo_log import log as logging
 from oslo_utils import timeutils
+from oslo_utils import uuidutils
+
+from volmig import exception
+from volmig.db import drains as drains_db
+
+LOG = logging.getLogger(__name__)
 
 RUNNING, COMPLETED, CANCELLED = 'running', 'completed', 'cancelled'
 # An entry's state.
@@ -44,3 +51,35 @@ def counts(entries: list[dict]) -> dict[str, int]:
     for entry in entries:
         found[entry['state']] = found.get(entry['state'], 0) + 1
     return found
+
+
+def pass_each(lock, one_pass) -> None:
+    """``one_pass`` over each running drain, one pass at a time (``lock``:
+    two at once could begin volumes past ``max_parallel``); a pass that
+    fails is logged, and the next drain gets its own."""
+    with lock:
+        for drain in drains_db.running():
+            try:
+                one_pass(drain)
+            except Exception:
+                LOG.exception('Drain %s of pool %s: pass failed',
+                              drain['id'], drain['pool'])
+
+
+def record(pool: str, target: str, entries: list[dict], max_parallel: int,
+           max_bandwidth_mbps: int | None, dry_run: bool) -> dict:
+    """The plan as a dry run's answer, or the drain recorded, running:
+    one drain at a time runs on a pool."""
+    if dry_run:
+        return {'pool': pool, 'target_pool': target, 'dry_run': True,
+                'max_parallel': max_parallel,
+                'max_bandwidth_mbps': max_bandwidth_mbps,
+                'volumes': entries}
+    running = drains_db.latest(pool)
+    if running and running['status'] == RUNNING:
+        raise exception.DrainRunning(pool=pool, drain_id=running['id'],
+                                     target=running['target_pool'])
+    return drains_db.create(
+        id=uuidutils.generate_uuid(), pool=pool, target_pool=target,
+        status=RUNNING, max_parallel=max_parallel,
+        max_bandwidth_mbps=max_bandwidth_mbps, volumes=entries)

@@ -19,7 +19,6 @@ import threading
 
 from oslo_log import log as logging
 from oslo_utils import timeutils
-from oslo_utils import uuidutils
 
 from volmig import context as volmig_context
 from volmig import drains
@@ -82,20 +81,11 @@ class CinderDrains:
         for name in (pool, target):
             if name not in pools:
                 raise exception.PoolNotFound(pool=name)
-        running = drains_db.latest(pool)
-        if running and running['status'] == drains.RUNNING and not dry_run:
-            raise exception.DrainRunning(pool=pool, drain_id=running['id'],
-                                         target=running['target_pool'])
-        entries = self._plan(ctxt, pool)
+        drain = drains.record(pool, target, self._plan(ctxt, pool),
+                              max_parallel, max_bandwidth_mbps, dry_run)
         if dry_run:
-            return {'pool': pool, 'target_pool': target, 'dry_run': True,
-                    'max_parallel': max_parallel,
-                    'max_bandwidth_mbps': max_bandwidth_mbps,
-                    'volumes': entries}
-        drain = drains_db.create(
-            id=uuidutils.generate_uuid(), pool=pool, target_pool=target,
-            status=drains.RUNNING, max_parallel=max_parallel,
-            max_bandwidth_mbps=max_bandwidth_mbps, volumes=entries)
+            return drain
+        entries = drain['volumes']
         LOG.info('Draining Cinder pool %s into %s: %d volume(s), %d that '
                  'cannot move, at most %d at once', pool, target,
                  len(entries), sum(1 for e in entries
@@ -149,13 +139,7 @@ class CinderDrains:
         return values
 
     def run_once(self) -> None:
-        with self._passing:
-            for drain in drains_db.running():
-                try:
-                    self._pass(drain)
-                except Exception:
-                    LOG.exception('Drain %s of pool %s: pass failed',
-                                  drain['id'], drain['pool'])
+        drains.pass_each(self._passing, self._pass)
 
     def _pass(self, drain: dict) -> None:
         ctxt = volmig_context.get_service_context()

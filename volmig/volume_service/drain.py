@@ -28,7 +28,6 @@ import time
 
 from oslo_log import log as logging
 from oslo_utils import timeutils
-from oslo_utils import uuidutils
 
 from volmig import context as volmig_context
 from volmig import drains
@@ -144,21 +143,13 @@ class Drainer:
                 field='max_parallel',
                 reason='expected a positive integer, not %r'
                 % (max_parallel,))
-        running = drains_db.latest(pool)
-        if running and running['status'] == RUNNING and not dry_run:
-            raise exception.DrainRunning(pool=pool, drain_id=running['id'],
-                                         target=running['target_pool'])
         found = self.volumes.list_volumes(ctxt)
-        entries = plan(found, pool, target, capacity_mb(target_dir))
+        drain = drains.record(pool, target, plan(found, pool, target,
+                                                 capacity_mb(target_dir)),
+                              max_parallel, max_bandwidth_mbps, dry_run)
         if dry_run:
-            return {'pool': pool, 'target_pool': target, 'dry_run': True,
-                    'max_parallel': max_parallel,
-                    'max_bandwidth_mbps': max_bandwidth_mbps,
-                    'volumes': entries}
-        drain = drains_db.create(
-            id=uuidutils.generate_uuid(), pool=pool, target_pool=target,
-            status=RUNNING, max_parallel=max_parallel,
-            max_bandwidth_mbps=max_bandwidth_mbps, volumes=entries)
+            return drain
+        entries = drain['volumes']
         LOG.info('Draining pool %s into %s: %d volume(s), %d that cannot '
                  'move, at most %d at once', pool, target, len(entries),
                  sum(1 for e in entries if e['state'] == SKIPPED),
@@ -235,16 +226,7 @@ class Drainer:
 
     def run_once(self) -> None:
         """One pass over every running drain."""
-        with self._passing:
-            self._run_once()
-
-    def _run_once(self) -> None:
-        for drain in drains_db.running():
-            try:
-                self._pass(drain)
-            except Exception:
-                LOG.exception('Drain %s of pool %s: pass failed',
-                              drain['id'], drain['pool'])
+        drains.pass_each(self._passing, self._pass)
 
     def _pass(self, drain: dict) -> None:
         ctxt = volmig_context.get_service_context()
