@@ -12,6 +12,7 @@ volumes (``volmig.nova.offline``), on ``[cinder]`` and ``[nova]`` as an
 operator would set them.
 """
 
+import json
 import os
 import signal
 import subprocess  # nosec B404
@@ -325,13 +326,15 @@ class NovaTestCase(base.DeployedOnceTestCase):
         self.wait_for_acks(server_b, (root_b, data_b), 10)
         self.stop(server_b)
 
-        pool = quote(self.pools['nfs-a'], safe='')
-        body = {'drain': {'to': self.pools['nfs-b'], 'dry_run': True}}
-        planned = self.rest('POST', '/os-volume-pools/%s/action' % pool,
-                            body)
-        self.assertEqual(200, planned.status_code, planned.text)
-        actions = {e['volume_id']: (e['action'], e['reason'])
-                   for e in planned.json()['drain']['volumes']}
+        # The operator's dry run, on the command line: a Cinder pool's
+        # name has an '@' and a '#'.
+        code, out, err = self.cli(
+            'volume', 'pool', 'drain', 'start', self.pools['nfs-a'], '--to',
+            self.pools['nfs-b'], '--dry-run', '-f', 'json',
+            token=self.operator.get_token())
+        self.assertEqual(0, code, err)
+        actions = {row['Volume ID']: (row['Action'], row['Reason'])
+                   for row in json.loads(out)}
         self.assertEqual(
             {root_a: 'swap', data_a: 'swap', root_b: 'offline',
              data_b: 'offline', shared: 'none', detached: 'copy'},
@@ -339,7 +342,8 @@ class NovaTestCase(base.DeployedOnceTestCase):
              actions.items()})
         self.assertIn('read/write', actions[shared][1])
 
-        body['drain'].update(dry_run=False, max_parallel=1)
+        pool = quote(self.pools['nfs-a'], safe='')
+        body = {'drain': {'to': self.pools['nfs-b'], 'max_parallel': 1}}
         started = self.rest('POST', '/os-volume-pools/%s/action' % pool,
                             body)
         self.assertEqual(202, started.status_code, started.text)

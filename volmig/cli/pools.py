@@ -2,6 +2,7 @@
 and watch it."""
 
 import time
+import urllib.parse
 
 from osc_lib.command import command
 
@@ -14,6 +15,13 @@ COLUMNS = (('volume_id', 'Volume ID'), ('name', 'Name'),
            ('size_mb', 'Size (MiB)'), ('action', 'Action'),
            ('state', 'State'), ('reason', 'Reason'))
 MIB = 1024 * 1024
+
+
+def path(pool: str, rest: str = '') -> str:
+    """The pool's resource: a Cinder pool's name (``host@backend#pool``)
+    has characters that a URL's path cannot carry as they are."""
+    return '/os-volume-pools/%s%s' % (urllib.parse.quote(pool, safe=''),
+                                      rest)
 
 
 def summary_line(drain: dict) -> str:
@@ -36,7 +44,7 @@ class _PoolCommand(command.Lister):
 
 
     def show(self, pool):
-        return client.of(self).get('/os-volume-pools/%s' % pool)['drain']
+        return client.of(self).get(path(pool))['drain']
 
     def wait(self, pool, poll_interval):
         """The drain once it ends, its progress on one line meanwhile."""
@@ -77,8 +85,8 @@ class StartDrain(_PoolCommand):
                    'dry_run': args.dry_run}
         if args.max_bandwidth_mbps:
             request['max_bandwidth_mbps'] = args.max_bandwidth_mbps
-        drain = client.of(self).post('/os-volume-pools/%s/action' % args.pool,
-                              {'drain': request})['drain']
+        drain = client.of(self).post(path(args.pool, '/action'),
+                                     {'drain': request})['drain']
         if args.wait and not args.dry_run:
             drain = self.wait(args.pool, args.poll_interval)
         return columns.table(COLUMNS, drain['volumes'])
@@ -107,7 +115,7 @@ class ListDrains(_PoolCommand):
 
     def take_action(self, args):
         drains = client.of(self).get_all(
-            '/os-volume-pools/%s/drains' % args.pool, 'drains')
+            path(args.pool, '/drains'), 'drains')
         return (('ID', 'Target Pool', 'Status', 'Created At', 'Progress'),
                 [(drain['id'], drain['target_pool'], drain['status'],
                   drain['created_at'], summary_line(drain))
@@ -121,7 +129,6 @@ class CancelDrain(_PoolCommand):
 
     def take_action(self, args):
         drain = client.of(self).post(
-            '/os-volume-pools/%s/action' % args.pool,
-            {'cancel_drain': None})['drain']
+            path(args.pool, '/action'), {'cancel_drain': None})['drain']
         self.app.stderr.write(summary_line(drain) + '\n')
         return columns.table(COLUMNS, drain['volumes'])
