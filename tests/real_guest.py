@@ -71,16 +71,20 @@ def fill(path: str, mib: int) -> None:
 BOOT_REGION = 64
 
 
-def boot_volume(path: str, interval: float = TEST_INTERVAL) -> None:
+def boot_volume(path: str, interval: float = TEST_INTERVAL,
+                writes_itself: bool = True) -> None:
     """Make the volume at ``path`` a boot disk of volmig-guest (the
     firmware boots it, no image needed) that writes to itself as well, in
-    ``BOOT_REGION``, resting ``interval`` seconds between blocks."""
+    ``BOOT_REGION`` (unless not ``writes_itself``), resting ``interval``
+    seconds between blocks."""
     with open(disk(), 'rb') as image, open(path, 'r+b') as volume:
         shutil.copyfileobj(image, volume)
         os.fsync(volume.fileno())
     with open(os.path.join(BUILD, 'cmdline')) as handle:
-        cmdline = '%s VOLMIG_INTERVAL=%g VOLMIG_BOOT_REGION=%d' % (
-            handle.read().strip(), interval, BOOT_REGION)
+        cmdline = '%s VOLMIG_INTERVAL=%g' % (handle.read().strip(),
+                                             interval)
+    if writes_itself:
+        cmdline += ' VOLMIG_BOOT_REGION=%d' % BOOT_REGION
     with tempfile.TemporaryDirectory() as work:
         config = os.path.join(work, 'syslinux.cfg')
         with open(config, 'w') as out:
