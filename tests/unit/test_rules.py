@@ -99,6 +99,17 @@ class AttachRulesTest(base.BaseTestCase):
         rules.check_attach_recorded(_volume(multiattach=True), 'i-9', {
             'migrations': [], 'mappings': mappings})
 
+    def test_of_two_attaches_to_one_server_the_first_recorded_wins(self):
+        mappings = [{'id': 7, 'instance_uuid': 'i-9'},
+                    {'id': 8, 'instance_uuid': 'i-9'}]
+        check = {'migrations': [], 'mappings': mappings}
+        rules.check_attach_recorded(_volume(multiattach=True), 'i-9', check,
+                                    7)
+        exc = self.assertRaises(
+            exception.Invalid, rules.check_attach_recorded,
+            _volume(multiattach=True), 'i-9', check, 8)
+        self.assertIn('already attached to server i-9', str(exc))
+
     def test_start_that_missed_a_mapping_gives_way(self):
         volume = _volume(multiattach=True, modes=['ro'])
         exc = self.assertRaises(

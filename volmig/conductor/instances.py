@@ -277,8 +277,8 @@ class InstanceConductor:
                 # that any conductor recorded meanwhile is seen now, or
                 # that start sees this mapping (volmig.db.locks).
                 rules.check_attach_recorded(
-                    volume, instance_uuid, locks.attach_check(ctxt,
-                                                              volume_id))
+                    volume, instance_uuid,
+                    locks.attach_check(ctxt, volume_id), bdm['id'])
                 self.compute_api.attach_volume(
                     ctxt, instance['host'], instance, bdm,
                     host_version=service['version'])

@@ -102,13 +102,20 @@ def check_can_attach(volume: dict,
             instance_uuid=volume['attachments'][0]['instance_uuid'])
 
 
-def check_attach_recorded(volume: dict, instance_uuid: str,
-                          check: dict) -> None:
-    """An attach's check once its mapping is recorded, from what
-    ``volmig.db.locks.attach_check`` read under the volume's lock: no
-    migration began meanwhile and, unless the volume is multiattach, no
-    other server's mapping was recorded meanwhile."""
+def check_attach_recorded(volume: dict, instance_uuid: str, check: dict,
+                          mapping_id: int | None = None) -> None:
+    """An attach's check once its mapping (``mapping_id``) is recorded,
+    from what ``volmig.db.locks.attach_check`` read under the volume's
+    lock: no migration began meanwhile; the server has no older mapping of
+    the volume (two attaches of one volume to one server race: the first
+    recorded wins); and, unless the volume is multiattach, no other
+    server's mapping was recorded meanwhile."""
     check_can_attach(volume, check['migrations'])
+    if mapping_id is not None and any(
+            mapping['instance_uuid'] == instance_uuid
+            and mapping['id'] < mapping_id for mapping in check['mappings']):
+        raise exception.Invalid(reason='volume %s is already attached to '
+                                'server %s' % (volume['id'], instance_uuid))
     others = [mapping['instance_uuid'] for mapping in check['mappings']
               if mapping['instance_uuid'] != instance_uuid]
     if others and not volume['multiattach']:
