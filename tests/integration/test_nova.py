@@ -232,7 +232,12 @@ class NovaTestCase(base.DeployedOnceTestCase):
         old_files = [self.cinder.volume_file(self.cinder.volume(v))
                      for v in ctxt_volumes]
         for volume_id in ctxt_volumes:
-            moved = mover.move(volume_id, [server_id], self.pools['nfs-b'])
+            mover.let_go(volume_id, [server_id])
+            self.volumes.migrate_volume(None, volume_id, self.pools['nfs-b'])
+            self.wait_volume(volume_id, lambda v: v['migration_status'] in (
+                'success', 'error'))
+            mover.refresh(volume_id, [server_id])
+            moved = self.volumes.get_volume(None, volume_id)
             self.assertEqual(self.pools['nfs-b'], moved['host'])
             self.assertEqual('in-use', moved['status'])
         mover.release([server_id], reason)
@@ -344,6 +349,14 @@ class NovaTestCase(base.DeployedOnceTestCase):
 
         pool = quote(self.pools['nfs-a'], safe='')
         body = {'drain': {'to': self.pools['nfs-b'], 'max_parallel': 1}}
+        # A tenant may not drain a pool, her own volumes' or any.
+        refused = self.alice.request(
+            self.endpoint + '/os-volume-pools/%s/action' % pool, 'POST',
+            json=body, raise_exc=False)
+        self.assertEqual(403, refused.status_code, refused.text)
+        self.assertNotIn('Traceback', refused.text)
+        self.assertEqual(404, self.rest(
+            'GET', '/os-volume-pools/%s' % pool).status_code)
         started = self.rest('POST', '/os-volume-pools/%s/action' % pool,
                             body)
         self.assertEqual(202, started.status_code, started.text)
@@ -367,6 +380,13 @@ class NovaTestCase(base.DeployedOnceTestCase):
         self.assertEqual(self.pools['nfs-a'], self.cinder.volume(
             shared)['os-vol-host-attr:host'])
         self.assertFalse(self.nova.server(server_b)['locked'])
+        # Drained again, the pool has only the refused volume to plan.
+        again = self.rest('POST', '/os-volume-pools/%s/action' % pool, {
+            'drain': {'to': self.pools['nfs-b'], 'dry_run': True}})
+        self.assertEqual(200, again.status_code, again.text)
+        self.assertEqual([(shared, 'none')], [
+            (e['volume_id'], e['action'])
+            for e in again.json()['drain']['volumes']])
         # Nothing left on the old backend but the refused volume.
         export = self.cinder.exports['nfs-a']
         openstack.wait_for('Cinder to delete what it moved', lambda: sorted(

@@ -3,10 +3,15 @@ Cinder and Nova (the integration test runs the real ones): what it
 begins, what it records before each step of an offline move, and how a
 failure, a cancel and a restart end."""
 
+import oslo_messaging as messaging
+
 from tests.unit import test_db
+from volmig import context as volmig_context
 from volmig import drains
 from volmig import exception
+from volmig import signing
 from volmig.conductor import cinder_drains
+from volmig.conductor import operator_manager
 from volmig.db import drains as drains_db
 
 POOL, TARGET = 'ctl@a#a', 'ctl@b#b'
@@ -211,3 +216,20 @@ class CinderDrainsTest(test_db.DatabaseTestCase):
         drain = drains_db.latest(POOL)
         self.assertEqual(drains.CANCELLED, drain['status'])
         self.assertEqual(['running'], self.cinder.migrations)
+
+    def test_only_a_controller_may_ask_for_a_drain(self):
+        endpoint = operator_manager.OperatorEndpoint(None, None, self.drains)
+        for kind in (signing.COMPUTE, signing.VOLUME, signing.CLIENT):
+            ctxt = volmig_context.RequestContext(
+                sender=signing.Sender(kind, 'compute-1'))
+            for method, kwargs in (
+                    ('drain_pool', {'pool': POOL, 'target_pool': TARGET}),
+                    ('pool_drain_cancel', {'pool': POOL}),
+                    ('pool_drain_get', {'pool': POOL})):
+                error = self.assertRaises(
+                    messaging.ExpectedException,
+                    getattr(endpoint, method), ctxt, **kwargs)
+                self.assertIsInstance(error.exc_info[1],
+                                      exception.MessageRefused)
+        self.assertIsNone(drains_db.latest(POOL))
+        self.assertEqual([], self.cinder.migrations)

@@ -23,6 +23,7 @@ from oslo_utils import timeutils
 from volmig import context as volmig_context
 from volmig import drains
 from volmig import exception
+from volmig.conf import CONF
 from volmig.db import drains as drains_db
 from volmig.db import instances as instances_db
 from volmig.nova import compute
@@ -31,7 +32,6 @@ from volmig.nova import paths
 
 LOG = logging.getLogger(__name__)
 
-UNDER_WAY = paths.UNDER_WAY
 CANCELLED = 'not begun: the drain was cancelled'
 
 
@@ -45,8 +45,9 @@ class CinderDrains:
 
     @property
     def nova(self) -> compute.Nova:
+        # Made at the first drain: a conductor that drains nothing needs
+        # no [nova].
         if self._nova is None:
-            from volmig.conf import CONF
             self._nova = compute.Nova(CONF)
         return self._nova
 
@@ -213,7 +214,7 @@ class CinderDrains:
             entry.update(state=drains.SKIPPED,
                          reason='deleted during the drain')
             return
-        if volume['migration_status'] in UNDER_WAY:
+        if volume['migration_status'] in paths.UNDER_WAY:
             return
         moved = volume['host'] == drain['target_pool']
         if entry['action'] == paths.OFFLINE:

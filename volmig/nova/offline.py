@@ -12,28 +12,21 @@ new attachment where the volume is now, and the server is let go. A
 refresh runs whether the migration succeeded or not: it is what gives
 the server its volume back.
 
-Every step can be taken again: a move cut off anywhere is finished by
-calling ``move`` again with the same servers (which the volume no longer
-names once its attachments are gone).
+Every step can be taken again, so a move cut off anywhere is finished by
+taking its steps again with the same servers (which the volume no longer
+names once its attachments are gone): the drain records them
+(``volmig.conductor.cinder_drains``).
 """
 
-import time
-
-from oslo_log import log as logging
 
 from volmig import context as volmig_context
 from volmig import exception
 from volmig.nova import compute
 
-LOG = logging.getLogger(__name__)
-
-POLL = 1.0
-TIMEOUT = 3600
-
 
 class OfflineMove:
-    """The steps, each of which may be taken again, and ``move``, which
-    takes them all in turn and waits for Cinder."""
+    """The steps, each of which may be taken again; Cinder's migration
+    between ``let_go`` and ``refresh`` is the caller's to ask and follow."""
 
     def __init__(self, volumes, nova: compute.Nova):
         self.volumes = volumes
@@ -76,37 +69,3 @@ class OfflineMove:
             server = self.nova.server(server_id)
             connector = self.nova.connector(server['OS-EXT-SRV-ATTR:host'])
             self.nova.refresh(server_id, volume_id, connector)
-
-    def move(self, volume_id: str, server_ids, target: str) -> dict:
-        """Move the volume to pool ``target`` and each server's record
-        with it, the servers held (``hold``); returns the volume as
-        Cinder has it at the end."""
-        try:
-            self.let_go(volume_id, server_ids)
-            self._migrate(volume_id, target)
-        finally:
-            self.refresh(volume_id, server_ids)
-        return self.volumes.get_volume(self.ctxt, volume_id)
-
-    def _migrate(self, volume_id: str, target: str) -> dict:
-        volume = self.volumes.get_volume(self.ctxt, volume_id)
-        if volume['host'] != target:
-            if volume['migration_status'] not in ('starting', 'migrating'):
-                self.volumes.migrate_volume(self.ctxt, volume_id, target)
-            deadline = time.monotonic() + TIMEOUT
-            while True:
-                volume = self.volumes.get_volume(self.ctxt, volume_id)
-                if volume['migration_status'] in ('success', 'error'):
-                    break
-                if time.monotonic() > deadline:
-                    raise exception.BlockStorageUnavailable(
-                        action='migrate volume %s' % volume_id,
-                        reason='it is still migrating after %d s' % TIMEOUT)
-                time.sleep(POLL)
-        if volume['host'] != target:
-            raise exception.BlockStorageRefused(
-                action='migrate volume %s to %s' % (volume_id, target),
-                reason='its migration ended in %s; it stays on %s' % (
-                    volume['migration_status'], volume['host']))
-        LOG.info('Cinder moved volume %s to %s', volume_id, target)
-        return volume
