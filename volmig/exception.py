@@ -306,6 +306,11 @@ class NovaUnavailable(VolmigException):
     code = 503
 
 
+class SwapNotVerified(VolmigException):
+    msg_fmt = ("Cinder moved volume %(volume_id)s, but server "
+               "%(server_id)s is not on it: %(reason)s")
+
+
 class ServerNotStopped(Conflict):
     msg_fmt = ('Server %(server_id)s is %(status)s: it must stay stopped '
                'while its volume moves offline.')

@@ -10,9 +10,11 @@ from volmig import context as volmig_context
 from volmig import drains
 from volmig import exception
 from volmig import signing
+from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import cinder_drains
 from volmig.conductor import operator_manager
 from volmig.db import drains as drains_db
+from volmig.db import services as service_db
 
 POOL, TARGET = 'ctl@a#a', 'ctl@b#b'
 
@@ -36,6 +38,13 @@ class FakeCinder:
             raise exception.VolumeNotFound(volume_id=volume_id)
         return dict(self.volumes[volume_id])
 
+    def attachment_get(self, ctxt, attachment_id):
+        """Where Cinder connects the volume: its file on its pool."""
+        [volume] = [v for v in self.volumes.values() if attachment_id in
+                    {a['id'] for a in v['attachments']}]
+        return {'id': attachment_id, 'connection_info': {'data': {
+            'export': volume['host'], 'name': 'volume-%s' % volume['id']}}}
+
     def attachment_delete(self, ctxt, attachment_id):
         self.deleted_attachments.append(attachment_id)
         for volume in self.volumes.values():
@@ -52,11 +61,23 @@ class FakeCinder:
                       host=TARGET if moved else volume['host'])
 
 
+def mounted(pool, volume_id):
+    return '/mnt/%s/volume-%s' % (pool, volume_id)
+
+
 class FakeNova:
+    """Servers by id; each one's record of a volume follows Cinder to
+    TARGET unless ``stale`` names it."""
 
     def __init__(self, servers):
         self.servers_ = servers
         self.refreshed = []
+        self.stale = set()
+
+    def record(self, server_id, volume_id):
+        pool = POOL if (server_id, volume_id) in self.stale else TARGET
+        return {'data': {'export': pool, 'name': 'volume-%s' % volume_id,
+                         'device_path': mounted(pool, volume_id)}}
 
     def servers(self, ids):
         return {i: self.servers_.get(i) for i in ids}
@@ -77,6 +98,18 @@ class FakeNova:
         self.refreshed.append((server_id, volume_id))
 
 
+class FakeAgents:
+    """The agents' answer of a Nova guest's live disk: as Nova's record
+    connected it, unless ``live`` says otherwise."""
+
+    def __init__(self):
+        self.live = {}
+
+    def nova_disk(self, ctxt, host, server_id, volume_id):
+        return self.live.get((server_id, volume_id),
+                             mounted(TARGET, volume_id))
+
+
 def volume(volume_id, *servers):
     return {'id': volume_id, 'name': volume_id, 'size_mb': 1024,
             'host': POOL, 'migration_status': None,
@@ -91,7 +124,9 @@ def server(status):
             'locked_reason': None}
 
 
-class CinderDrainsTest(test_db.DatabaseTestCase):
+class DrainTestCase(test_db.DatabaseTestCase):
+    """A pool of four volumes: a running server's, a stopped server's,
+    one shared by both, one attached to nothing."""
 
     def setUp(self):
         super().setUp()
@@ -101,11 +136,16 @@ class CinderDrainsTest(test_db.DatabaseTestCase):
                                   volume('loose')])
         self.nova = FakeNova({'s1': server('ACTIVE'),
                               's2': server('SHUTOFF')})
-        self.drains = cinder_drains.CinderDrains(self.cinder, self.nova)
+        self.agents = FakeAgents()
+        self.drains = cinder_drains.CinderDrains(self.cinder, self.agents,
+                                                 self.nova)
 
     def entries(self):
         return {e['volume_id']: e for e in
                 drains_db.latest(POOL)['volumes']}
+
+
+class CinderDrainsTest(DrainTestCase):
 
     def test_the_plan_names_each_path(self):
         plan = self.drains.drain(self.ctxt, POOL, TARGET, dry_run=True)
@@ -200,7 +240,8 @@ class CinderDrainsTest(test_db.DatabaseTestCase):
                    else e for e in drain['volumes']]
         drains_db.update(drain['id'], drains.RUNNING, volumes=entries)
         self.nova.lock('s2', 'volmig drain %s of %s' % (drain['id'], POOL))
-        cinder_drains.CinderDrains(self.cinder, self.nova).run_once()
+        cinder_drains.CinderDrains(self.cinder, self.agents,
+                                   self.nova).run_once()
         self.assertEqual(['att-stopped-s2'], self.cinder.deleted_attachments)
         self.assertEqual(['stopped'], self.cinder.migrations)
 
@@ -233,3 +274,48 @@ class CinderDrainsTest(test_db.DatabaseTestCase):
                                       exception.MessageRefused)
         self.assertIsNone(drains_db.latest(POOL))
         self.assertEqual([], self.cinder.migrations)
+
+
+class SwapCheckTest(DrainTestCase):
+    """A volume Cinder moved through Nova's swap is done only once Nova's
+    record and the live disk on the compute host follow it."""
+
+    def setUp(self):
+        super().setUp()
+        for name in ('stopped', 'shared', 'loose'):
+            self.cinder.volumes.pop(name)
+        service_db.update(self.ctxt, compute_rpcapi.BINARY, 'compute-1',
+                          compute_rpcapi.TOPIC, '1.6', {})
+        self.drains.drain(self.ctxt, POOL, TARGET)
+        self.drains.run_once()
+        self.cinder.end('running')
+
+    def test_a_server_on_its_moved_volume_is_done(self):
+        self.drains.run_once()
+        entry = self.entries()['running']
+        self.assertEqual(drains.DONE, entry['state'])
+        self.assertIn(mounted(TARGET, 'running'), entry['check'])
+
+    def test_a_live_disk_left_on_the_old_backend_fails_the_volume(self):
+        self.agents.live[('s1', 'running')] = mounted(POOL, 'running')
+        self.drains.run_once()
+        entry = self.entries()['running']
+        self.assertEqual(drains.FAILED, entry['state'])
+        self.assertIn(mounted(POOL, 'running'), entry['reason'])
+        self.assertIn('server s1', entry['reason'])
+
+    def test_a_stale_nova_record_fails_the_volume(self):
+        self.nova.stale.add(('s1', 'running'))
+        self.drains.run_once()
+        entry = self.entries()['running']
+        self.assertEqual(drains.FAILED, entry['state'])
+        self.assertIn("Nova's record differs", entry['reason'])
+        self.assertIn('export', entry['reason'])
+
+    def test_a_host_without_an_agent_is_said_unchecked(self):
+        service_db.delete(self.ctxt, compute_rpcapi.BINARY, 'compute-1')
+        self.agents.live[('s1', 'running')] = mounted(POOL, 'running')
+        self.drains.run_once()
+        entry = self.entries()['running']
+        self.assertEqual(drains.DONE, entry['state'])
+        self.assertIn('not checked', entry['check'])

@@ -27,6 +27,7 @@ from volmig.compute import copies
 from volmig.compute import drivers
 from volmig.compute import jobs
 from volmig.compute import migrations
+from volmig.compute import nova_disks
 from volmig.compute import rpcapi
 from volmig.compute import volumes
 from volmig.conf import CONF
@@ -342,3 +343,9 @@ class ComputeManager:
     @rpc.endpoint
     def volume_copy_status(self, ctxt, copy_id):
         return self.copies.status(copy_id)
+
+    # Nova's servers on this host, read only.
+
+    @rpc.endpoint
+    def nova_disk(self, ctxt, server_id, volume_id):
+        return nova_disks.source(CONF.libvirt.uri, server_id, volume_id)

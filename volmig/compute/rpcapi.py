@@ -17,12 +17,13 @@ LOG = logging.getLogger(__name__)
 
 # The agent's binary name, which is also its RPC topic.
 BINARY = TOPIC = 'volmig-compute'
-RPC_API_VERSION = '1.5'
+RPC_API_VERSION = '1.6'
 READONLY_ATTACH_VERSION = '1.1'
 SWAP_VERSION = '1.2'
 OWNER_VERSION = '1.3'
 CONSOLE_VERSION = '1.4'
 COPY_VERSION = '1.5'
+NOVA_DISK_VERSION = '1.6'
 
 # Release names an operator may put in [upgrade_levels] compute.
 VERSION_ALIASES = {
@@ -178,3 +179,13 @@ class ComputeAPI:
     def volume_copy_status(self, ctxt, host, copy_id) -> dict:
         return self._prepare(host, self._copy_version(host)).call(
             ctxt, 'volume_copy_status', copy_id=copy_id)
+
+    def nova_disk(self, ctxt, host, server_id, volume_id) -> str | None:
+        """The file libvirt on ``host`` has as Nova's server's disk of the
+        volume."""
+        if not self.can_send_version(NOVA_DISK_VERSION):
+            raise exception.ComputeTooOld(
+                host=host, feature="checks of Nova's servers",
+                needed=NOVA_DISK_VERSION)
+        return self._prepare(host, NOVA_DISK_VERSION).call(
+            ctxt, 'nova_disk', server_id=server_id, volume_id=volume_id)

@@ -26,6 +26,7 @@ from volmig import exception
 from volmig.conf import CONF
 from volmig.db import drains as drains_db
 from volmig.db import instances as instances_db
+from volmig.nova import checks
 from volmig.nova import compute
 from volmig.nova import offline
 from volmig.nova import paths
@@ -37,8 +38,9 @@ CANCELLED = 'not begun: the drain was cancelled'
 
 class CinderDrains:
 
-    def __init__(self, volumes, nova: compute.Nova | None = None):
+    def __init__(self, volumes, compute_api, nova: compute.Nova | None = None):
         self.volumes = volumes
+        self.compute_api = compute_api
         self._nova = nova
         # One pass at a time, or two could begin past max_parallel.
         self._passing = threading.Lock()
@@ -220,6 +222,9 @@ class CinderDrains:
         if entry['action'] == paths.OFFLINE:
             if not self._finish_offline(drain, entry):
                 return
+        if moved and entry['action'] == paths.SWAP:
+            if not self._check_swap(ctxt, entry, volume):
+                return
         if moved:
             entry['state'] = drains.DONE
         else:
@@ -241,4 +246,24 @@ class CinderDrains:
                         exception.safe_message(exc))
             return False
         entry['step'] = None
+        return True
+
+    def _check_swap(self, ctxt, entry: dict, volume: dict) -> bool:
+        """Whether the server follows its volume, as Nova's swap should
+        have made it (``volmig.nova.checks``); False, with the entry
+        failed, where it does not."""
+        [server_id] = entry['servers']
+        try:
+            entry['check'] = checks.swapped(ctxt, self.volumes, self.nova,
+                                            self.compute_api, volume,
+                                            server_id)
+        except exception.SwapNotVerified as exc:
+            entry.update(state=drains.FAILED,
+                         reason=exception.safe_message(exc))
+            LOG.error('Drain: %s', entry['reason'])
+            return False
+        except (exception.NovaRefused, exception.NovaUnavailable) as exc:
+            entry['check'] = 'not checked: %s' % exception.safe_message(exc)
+        LOG.info('Drain: volume %s moved through Nova\'s swap; %s',
+                 entry['volume_id'], entry['check'])
         return True

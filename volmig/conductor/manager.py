@@ -73,8 +73,9 @@ class ConductorManager:
             self.migrations, self.healer, compute_api)
         # The conductor drains the pools of Cinder, which has no drain of
         # its own; volmig-volume drains its own pools.
-        self.cinder_drains = (cinder_drains.CinderDrains(volume_api)
-                              if CONF.volume.backend == 'cinder' else None)
+        self.cinder_drains = (
+            cinder_drains.CinderDrains(volume_api, compute_api)
+            if CONF.volume.backend == 'cinder' else None)
         self.operators = operator_manager.OperatorEndpoint(
             self.instances, self.recovery, self.cinder_drains)
 

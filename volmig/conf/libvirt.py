@@ -8,7 +8,10 @@ libvirt_opts = [
                help='The libvirt connection of the libvirt driver. Its '
                     'guests run QEMU with the [qemu] settings (accel, '
                     'memory_mb, max_disks, direct_io, image_dir, '
-                    'guest_uid_start and guest_uid_count).'),
+                    'guest_uid_start and guest_uid_count). On a Nova '
+                    'compute host, whatever the driver, the agent reads '
+                    "Nova's guests on it, read only, when a drain checks "
+                    "that Nova's swap moved a guest to its new volume."),
     cfg.IntOpt('reconnect_timeout', default=60, min=0,
                help='Seconds a migration step that failed because libvirtd '
                     'went away (a crash, a restart, an upgrade) waits for '

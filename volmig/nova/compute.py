@@ -97,14 +97,27 @@ class Nova:
         """The os-brick connector of compute host ``host``."""
         argv = [word.replace('{host}', host)
                 for word in self._conf.nova.connector_command]
-        printed = self._manage(argv, 'give the connector of host %s' % host)
+        action = 'give the connector of host %s' % host
+        return self._json(self._manage(argv, action), action)
+
+    @staticmethod
+    def _json(printed: str, action: str) -> dict:
         # The JSON is the last line: imports may warn before it.
         try:
             return json.loads(printed.strip().splitlines()[-1])
         except (ValueError, IndexError):
             raise exception.NovaRefused(
-                action='give the connector of host %s' % host,
+                action=action,
                 reason='its output is not JSON: %r' % printed[-200:])
+
+    def record(self, server_id: str, volume_id: str) -> dict:
+        """Nova's record of the server's volume: the connection_info its
+        next start (or reboot) connects."""
+        action = 'show the record of volume %s on server %s' % (volume_id,
+                                                               server_id)
+        return self._json(self._manage(list(self._conf.nova.manage_command) + [
+            'volume_attachment', 'show', server_id, volume_id,
+            '--connection_info', '--json'], action), action)
 
     def refresh(self, server_id: str, volume_id: str,
                 connector: dict) -> None:
