@@ -70,7 +70,7 @@ def measure(deployment, runs: int, size_mb: int) -> None:
     cinder = deployment.useFixture(cinder_deployment.Cinder(
         keystone, 'http://127.0.0.1:%d/v2.1' % port, own_fs=True))
     nova = deployment.useFixture(nova_deployment.Nova(keystone, cinder,
-                                                      port))
+                                                      port, 'compute-1'))
     root = _volume(cinder, alice, 'nfs-a')
     # One writer, on the data volume, as guest_stalls' guest has.
     real_guest.boot_volume(cinder.volume_file(root), interval=0,

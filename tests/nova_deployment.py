@@ -52,11 +52,15 @@ class Nova(openstack.Processes):
     ``compute`` already (``cinder_deployment.Cinder``'s ``compute_url``).
     """
 
-    def __init__(self, keystone: openstack.Keystone, cinder, port: int):
+    def __init__(self, keystone: openstack.Keystone, cinder, port: int,
+                 host: str):
+        """``host``: the compute host's name, which volmig's agent there
+        has as well."""
         super().__init__()
         self.keystone = keystone
         self.cinder = cinder
         self.port = port
+        self.host = host
         self.url = 'http://127.0.0.1:%d/v2.1' % port
 
     def _setUp(self):
@@ -97,6 +101,7 @@ class Nova(openstack.Processes):
         common = {
             'DEFAULT': {
                 'debug': 'true', 'transport_url': vhost.url,
+                'host': self.host,
                 'state_path': self.dir, 'instances_path': self.instances,
                 'compute_driver': 'libvirt.LibvirtDriver',
                 'my_ip': '127.0.0.1', 'graceful_shutdown_timeout': 10,

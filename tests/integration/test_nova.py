@@ -12,6 +12,7 @@ volumes (``volmig.nova.offline``), on ``[cinder]`` and ``[nova]`` as an
 operator would set them.
 """
 
+import hashlib
 import json
 import os
 import signal
@@ -51,8 +52,10 @@ class NovaTestCase(base.DeployedOnceTestCase):
         port = openstack.free_port()
         cls.cinder = deployment.useFixture(cinder_deployment.Cinder(
             cls.keystone, 'http://127.0.0.1:%d/v2.1' % port, own_fs=True))
+        # Nova's compute host has the name of volmig's agent beside it,
+        # which reads Nova's guests there for the drain's checks.
         cls.nova = deployment.useFixture(nova_deployment.Nova(
-            cls.keystone, cls.cinder, port))
+            cls.keystone, cls.cinder, port, 'compute-1'))
 
     def nova_options(self) -> dict:
         """``[cinder]`` and ``[nova]`` as an operator sets them: volmig's
@@ -295,6 +298,38 @@ class NovaTestCase(base.DeployedOnceTestCase):
                 a['server_id'] for a in v['attachments']})
         return server_id, root['id']
 
+    def share(self, server_ids, read_only: bool = False) -> str:
+        """A multiattach volume of alice's on nfs-a, attached to each
+        server, read-only if Cinder's flag says so."""
+        answer = self.cinder.request('POST', '/volumes', self.alice, json={
+            'volume': {'size': 1, 'volume_type': 'nfs-a-multi'}})
+        self.assertEqual(202, answer.status_code, answer.text)
+        volume_id = answer.json()['volume']['id']
+        self.wait_volume(volume_id, lambda v: v['status'] == 'available')
+        if read_only:
+            answer = self.cinder.request(
+                'POST', '/volumes/%s/action' % volume_id, json={
+                    'os-update_readonly_flag': {'readonly': True}})
+            self.assertEqual(202, answer.status_code, answer.text)
+        for count, server_id in enumerate(server_ids, 1):
+            attached = self.nova.request(
+                'POST', '/servers/%s/os-volume_attachments' % server_id,
+                self.alice, json={'volumeAttachment': {
+                    'volumeId': volume_id}})
+            self.assertEqual(200, attached.status_code, attached.text)
+            self.wait_volume(volume_id, lambda v, n=count: v['status'] ==
+                             'in-use' and len(v['attachments']) == n)
+        modes = {a['attach_mode'] for a in self.volumes.get_volume(
+            None, volume_id)['attachments']}
+        self.assertEqual({'ro' if read_only else 'rw'}, modes)
+        return volume_id
+
+    def digest(self, volume_id: str) -> str:
+        """sha256 of the volume's file, wherever Cinder has it."""
+        with open(self.cinder.volume_file(self.cinder.volume(volume_id)),
+                  'rb') as handle:
+            return hashlib.file_digest(handle, 'sha256').hexdigest()
+
     def drain_show(self) -> dict:
         answer = self.rest('GET', '/os-volume-pools/%s' % quote(
             self.pools['nfs-a'], safe=''))
@@ -312,19 +347,15 @@ class NovaTestCase(base.DeployedOnceTestCase):
         server_a, root_a = self.boot_from_volume(data_a)
         data_b = self.volume('nfs-a')['id']
         server_b, root_b = self.boot_from_volume(data_b)
-        shared = self.cinder.request('POST', '/volumes', self.alice, json={
-            'volume': {'size': 1, 'volume_type': 'nfs-a-multi'}})
-        self.assertEqual(202, shared.status_code, shared.text)
-        shared = shared.json()['volume']['id']
-        self.wait_volume(shared, lambda v: v['status'] == 'available')
-        for count, server_id in enumerate((server_a, server_b), 1):
-            attached = self.nova.request(
-                'POST', '/servers/%s/os-volume_attachments' % server_id,
-                self.alice, json={'volumeAttachment': {'volumeId': shared}})
-            self.assertEqual(200, attached.status_code, attached.text)
-            self.wait_volume(shared, lambda v, n=count: v['status'] ==
-                             'in-use' and len(v['attachments']) == n)
+        shared = self.share((server_a, server_b))
+        read_only = self.share((server_a, server_b), read_only=True)
         detached = self.volume('nfs-a')['id']
+        with open(self.cinder.volume_file(self.cinder.volume(detached)),
+                  'r+b') as handle:
+            for offset in range(0, 1024, 97):
+                handle.seek(offset * 1024 * 1024)
+                handle.write(os.urandom(65536))
+        detached_sum = self.digest(detached)
         regions = {root_a: real_guest.BOOT_REGION, data_a: 0,
                    root_b: real_guest.BOOT_REGION, data_b: 0}
         self.wait_for_acks(server_a, (root_a, data_a), 10)
@@ -342,10 +373,15 @@ class NovaTestCase(base.DeployedOnceTestCase):
                    for row in json.loads(out)}
         self.assertEqual(
             {root_a: 'swap', data_a: 'swap', root_b: 'offline',
-             data_b: 'offline', shared: 'none', detached: 'copy'},
+             data_b: 'offline', shared: 'none', read_only: 'none',
+             detached: 'copy'},
             {volume_id: action for volume_id, (action, _) in
              actions.items()})
         self.assertIn('read/write', actions[shared][1])
+        # Nova's swap fails on it (measured), and Cinder would complete
+        # on the first server's swap: refused while a server runs.
+        self.assertIn('read-only to 2 servers, 1 running',
+                      actions[read_only][1])
 
         pool = quote(self.pools['nfs-a'], safe='')
         body = {'drain': {'to': self.pools['nfs-b'], 'max_parallel': 1}}
@@ -372,26 +408,38 @@ class NovaTestCase(base.DeployedOnceTestCase):
         states = {e['volume_id']: (e['state'], e['reason'])
                   for e in drain['volumes']}
         self.assertEqual('completed', drain['status'], states)
-        self.assertEqual('skipped', states.pop(shared)[0])
+        refused = (shared, read_only)
+        for volume_id in refused:
+            self.assertEqual('skipped', states.pop(volume_id)[0])
+            self.assertEqual(self.pools['nfs-a'], self.cinder.volume(
+                volume_id)['os-vol-host-attr:host'])
         self.assertEqual({'done'}, {s for s, _ in states.values()}, states)
         for volume_id in states:
             self.assertEqual(self.pools['nfs-b'], self.cinder.volume(
                 volume_id)['os-vol-host-attr:host'])
-        self.assertEqual(self.pools['nfs-a'], self.cinder.volume(
-            shared)['os-vol-host-attr:host'])
         self.assertFalse(self.nova.server(server_b)['locked'])
-        # Drained again, the pool has only the refused volume to plan.
+        # The drain checked each swap where server A runs: its live disk
+        # is the file Nova's record names, on nfs-b's mount.
+        nfs_b = self.nova.mount_of(self.cinder.exports['nfs-b'])
+        checks = {e['volume_id']: e.get('check') for e in drain['volumes']}
+        for volume_id in (root_a, data_a):
+            self.assertIn('live disk on host compute-1 is %s' % os.path.join(
+                nfs_b, os.path.basename(self.cinder.volume_file(
+                    self.cinder.volume(volume_id)))), checks[volume_id])
+        self.assertEqual(detached_sum, self.digest(detached))
+        # Drained again, the pool has only the refused volumes to plan.
         again = self.rest('POST', '/os-volume-pools/%s/action' % pool, {
             'drain': {'to': self.pools['nfs-b'], 'dry_run': True}})
         self.assertEqual(200, again.status_code, again.text)
-        self.assertEqual([(shared, 'none')], [
+        self.assertEqual(sorted((v, 'none') for v in refused), sorted(
             (e['volume_id'], e['action'])
-            for e in again.json()['drain']['volumes']])
-        # Nothing left on the old backend but the refused volume.
+            for e in again.json()['drain']['volumes']))
+        # Nothing left on the old backend but the refused volumes.
         export = self.cinder.exports['nfs-a']
         openstack.wait_for('Cinder to delete what it moved', lambda: sorted(
-            os.listdir(export)) == [os.path.basename(self.cinder.volume_file(
-                self.cinder.volume(shared)))], timeout=60)
+            os.listdir(export)) == sorted(
+                os.path.basename(self.cinder.volume_file(
+                    self.cinder.volume(v))) for v in refused), timeout=60)
 
         self.stop(server_a)
         for server_id, volumes in ((server_a, (root_a, data_a)),

@@ -3,8 +3,11 @@ Cinder and Nova (the integration test runs the real ones): what it
 begins, what it records before each step of an offline move, and how a
 failure, a cancel and a restart end."""
 
+import fixtures
 import oslo_messaging as messaging
+from oslo_messaging.notify import _impl_test
 
+from tests import fixtures as volmig_fixtures
 from tests.unit import test_db
 from volmig import context as volmig_context
 from volmig import drains
@@ -13,6 +16,7 @@ from volmig import signing
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import cinder_drains
 from volmig.conductor import operator_manager
+from volmig.conf import CONF
 from volmig.db import drains as drains_db
 from volmig.db import services as service_db
 
@@ -138,7 +142,7 @@ class DrainTestCase(test_db.DatabaseTestCase):
                               's2': server('SHUTOFF')})
         self.agents = FakeAgents()
         self.drains = cinder_drains.CinderDrains(self.cinder, self.agents,
-                                                 self.nova)
+                                                 'ctl', self.nova)
 
     def entries(self):
         return {e['volume_id']: e for e in
@@ -240,7 +244,7 @@ class CinderDrainsTest(DrainTestCase):
                    else e for e in drain['volumes']]
         drains_db.update(drain['id'], drains.RUNNING, volumes=entries)
         self.nova.lock('s2', 'volmig drain %s of %s' % (drain['id'], POOL))
-        cinder_drains.CinderDrains(self.cinder, self.agents,
+        cinder_drains.CinderDrains(self.cinder, self.agents, 'ctl',
                                    self.nova).run_once()
         self.assertEqual(['att-stopped-s2'], self.cinder.deleted_attachments)
         self.assertEqual(['stopped'], self.cinder.migrations)
@@ -257,6 +261,47 @@ class CinderDrainsTest(DrainTestCase):
         drain = drains_db.latest(POOL)
         self.assertEqual(drains.CANCELLED, drain['status'])
         self.assertEqual(['running'], self.cinder.migrations)
+
+    def test_a_drain_sends_its_start_each_volume_and_its_end(self):
+        CONF.set_override('driver', ['test'],
+                          group='oslo_messaging_notifications')
+        self.useFixture(volmig_fixtures.RPCFixture())
+        _impl_test.reset()
+        self.addCleanup(_impl_test.reset)
+        self.cinder.volumes.pop('running')
+        self.drains = cinder_drains.CinderDrains(self.cinder, self.agents,
+                                                 'ctl', self.nova)
+        self.drains.drain(self.ctxt, POOL, TARGET, max_parallel=2)
+        self.drains.run_once()
+        self.cinder.end('stopped')
+        self.cinder.end('loose')
+        self.drains.run_once()
+
+        def events(phase):
+            return [(message['publisher_id'],
+                     message['payload']['volmig_object.data'])
+                    for _c, message, _p, _r in _impl_test.NOTIFICATIONS
+                    if message['event_type'] == 'volume_pool.drain.'
+                    + phase]
+        [(publisher, start)], [(_, end)] = events('start'), events('end')
+        self.assertEqual('volmig-conductor:ctl', publisher)
+        self.assertEqual({'pending': 2, 'skipped': 1}, start['volumes'])
+        self.assertEqual(('completed', {'done': 2, 'skipped': 1}),
+                         (end['status'], end['volumes']))
+        steps = {}
+        for _, event in events('volume'):
+            steps.setdefault(event['volume_id'], []).append(
+                (event['old_state'], event['state'],
+                 tuple(event['instance_uuids'])))
+        # The stopped server's volume names it still once its attachment
+        # is gone.
+        self.assertEqual({
+            'stopped': [(None, 'pending', ('s2',)),
+                        ('pending', 'migrating', ('s2',)),
+                        ('migrating', 'done', ('s2',))],
+            'shared': [(None, 'skipped', ('s1', 's2'))],
+            'loose': [(None, 'pending', ()), ('pending', 'migrating', ()),
+                      ('migrating', 'done', ())]}, steps)
 
     def test_only_a_controller_may_ask_for_a_drain(self):
         endpoint = operator_manager.OperatorEndpoint(None, None, self.drains)
@@ -286,6 +331,9 @@ class SwapCheckTest(DrainTestCase):
             self.cinder.volumes.pop(name)
         service_db.update(self.ctxt, compute_rpcapi.BINARY, 'compute-1',
                           compute_rpcapi.TOPIC, '1.6', {})
+        # No time for Cinder and Nova to catch up, but where a test says.
+        self.useFixture(fixtures.MonkeyPatch(
+            'volmig.conductor.cinder_drains.SWAP_SETTLE_SECONDS', 0))
         self.drains.drain(self.ctxt, POOL, TARGET)
         self.drains.run_once()
         self.cinder.end('running')
@@ -319,3 +367,14 @@ class SwapCheckTest(DrainTestCase):
         entry = self.entries()['running']
         self.assertEqual(drains.DONE, entry['state'])
         self.assertIn('not checked', entry['check'])
+
+    def test_a_record_that_catches_up_is_waited_for(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'volmig.conductor.cinder_drains.SWAP_SETTLE_SECONDS', 3600))
+        self.nova.stale.add(('s1', 'running'))
+        self.drains.run_once()
+        self.assertEqual(drains.MIGRATING,
+                         self.entries()['running']['state'])
+        self.nova.stale.clear()
+        self.drains.run_once()
+        self.assertEqual(drains.DONE, self.entries()['running']['state'])

@@ -16,6 +16,7 @@ servers are locked; their attachments go next), then ``migrating``.
 """
 
 import threading
+import time
 
 from oslo_log import log as logging
 from oslo_utils import timeutils
@@ -34,14 +35,25 @@ from volmig.nova import paths
 LOG = logging.getLogger(__name__)
 
 CANCELLED = 'not begun: the drain was cancelled'
+# How long after Cinder ends a migration through Nova's swap the server
+# may still disagree with it before the volume is failed.
+SWAP_SETTLE_SECONDS = 60
+
+
+def _servers(entries: list[dict]) -> dict[str, list[str]]:
+    # An entry names its servers: an offline move's volume names them no
+    # more once their attachments are gone.
+    return {e['volume_id']: e['servers'] for e in entries}
 
 
 class CinderDrains:
 
-    def __init__(self, volumes, compute_api, nova: compute.Nova | None = None):
+    def __init__(self, volumes, compute_api, host: str,
+                 nova: compute.Nova | None = None):
         self.volumes = volumes
         self.compute_api = compute_api
         self._nova = nova
+        self.announce = drains.Announcer('volmig-conductor', host)
         # One pass at a time, or two could begin past max_parallel.
         self._passing = threading.Lock()
 
@@ -94,6 +106,8 @@ class CinderDrains:
                  len(entries), sum(1 for e in entries
                                    if e['state'] == drains.SKIPPED),
                  max_parallel)
+        self.announce.drain(ctxt, drain, 'start')
+        self.announce.volumes(ctxt, drain, [], _servers(entries))
         return self.show(ctxt, pool, drain)
 
     def show(self, ctxt, pool: str, drain: dict | None = None) -> dict:
@@ -120,11 +134,19 @@ class CinderDrains:
             entries = [dict(e, state=drains.SKIPPED, reason=CANCELLED)
                        if e['state'] in (drains.PENDING, drains.WAITING)
                        else e for e in drain['volumes']]
-            drain = drains_db.update(drain['id'],
-                                     expected_status=drains.RUNNING,
-                                     **self._ending(drain, entries))
+            updated = drains_db.update(drain['id'],
+                                       expected_status=drains.RUNNING,
+                                       **self._ending(drain, entries))
         LOG.warning('Drain of Cinder pool %s cancelled', pool)
-        return self.show(ctxt, pool, drain)
+        self._announce(ctxt, updated, drain['volumes'])
+        return self.show(ctxt, pool, updated)
+
+    def _announce(self, ctxt, updated: dict, before: list[dict]) -> None:
+        """What changed since ``before``, and the drain's end."""
+        self.announce.volumes(ctxt, updated, before,
+                              _servers(updated['volumes']))
+        if updated['status'] != drains.RUNNING:
+            self.announce.drain(ctxt, updated, 'end')
 
     @staticmethod
     def _ending(drain: dict, entries: list[dict]) -> dict:
@@ -163,10 +185,13 @@ class CinderDrains:
                 self._begin(ctxt, drain, entry, save)
                 active += entry['state'] == drains.MIGRATING
         try:
-            drains_db.update(drain['id'], expected_status=drains.RUNNING,
-                             **self._ending(drain, entries))
+            updated = drains_db.update(drain['id'],
+                                       expected_status=drains.RUNNING,
+                                       **self._ending(drain, entries))
         except exception.NoDrainRunning:
             LOG.info('Drain %s was cancelled during its pass', drain['id'])
+            return
+        self._announce(ctxt, updated, drain['volumes'])
 
     def _mover(self) -> offline.OfflineMove:
         return offline.OfflineMove(self.volumes, self.nova)
@@ -250,14 +275,23 @@ class CinderDrains:
 
     def _check_swap(self, ctxt, entry: dict, volume: dict) -> bool:
         """Whether the server follows its volume, as Nova's swap should
-        have made it (``volmig.nova.checks``); False, with the entry
-        failed, where it does not."""
+        have made it (``volmig.nova.checks``). False where it does not:
+        the entry is followed again next pass for a while, then
+        failed."""
         [server_id] = entry['servers']
         try:
             entry['check'] = checks.swapped(ctxt, self.volumes, self.nova,
                                             self.compute_api, volume,
                                             server_id)
         except exception.SwapNotVerified as exc:
+            # Cinder records success before its attachments, and Nova
+            # its record, have caught up: a while to agree.
+            now = time.time()
+            entry.setdefault('settle_by', now + SWAP_SETTLE_SECONDS)
+            if now < entry['settle_by']:
+                LOG.info('Drain: %s; looking again next pass',
+                         exception.safe_message(exc))
+                return False
             entry.update(state=drains.FAILED,
                          reason=exception.safe_message(exc))
             LOG.error('Drain: %s', entry['reason'])

@@ -74,7 +74,7 @@ class ConductorManager:
         # The conductor drains the pools of Cinder, which has no drain of
         # its own; volmig-volume drains its own pools.
         self.cinder_drains = (
-            cinder_drains.CinderDrains(volume_api, compute_api)
+            cinder_drains.CinderDrains(volume_api, compute_api, host)
             if CONF.volume.backend == 'cinder' else None)
         self.operators = operator_manager.OperatorEndpoint(
             self.instances, self.recovery, self.cinder_drains)

@@ -32,7 +32,6 @@ from oslo_utils import timeutils
 from volmig import context as volmig_context
 from volmig import drains
 from volmig import exception
-from volmig import notifications
 from volmig import states
 from volmig.db import drains as drains_db
 from volmig.volume_service import pool_moves
@@ -119,13 +118,20 @@ def refresh(entry: dict, volume: dict | None, target: str) -> dict:
     return entry
 
 
+def servers(volumes) -> dict[str, list[str]]:
+    """The servers each volume is attached to, by volume id."""
+    return {volume['id']: [a['instance_uuid'] for a in
+                           volume.get('attachments', ())]
+            for volume in volumes}
+
+
 class Drainer:
 
     def __init__(self, volumes, mover: pool_moves.Mover, host: str):
         self.volumes = volumes
         self.mover = mover
         self.host = host
-        self.notifier = notifications.Notifier('volmig-volume:%s' % host)
+        self.announce = drains.Announcer('volmig-volume', host)
         # A pass runs on the periodic task and when a migration ends;
         # one at a time, or two could begin past max_parallel.
         self._passing = threading.Lock()
@@ -154,39 +160,9 @@ class Drainer:
                  'move, at most %d at once', pool, target, len(entries),
                  sum(1 for e in entries if e['state'] == SKIPPED),
                  max_parallel)
-        self._announce(ctxt, drain, 'start')
-        self._announce_volumes(ctxt, drain, [], {
-            volume['id']: volume for volume in found})
+        self.announce.drain(ctxt, drain, 'start')
+        self.announce.volumes(ctxt, drain, [], servers(found))
         return self.show(ctxt, pool, drain)
-
-    def _announce(self, ctxt, drain: dict, phase: str) -> None:
-        """``volume_pool.drain.start`` or ``.end``."""
-        self.notifier.notify(ctxt, notifications.DRAIN, phase, {
-            'id': drain['id'], 'host': self.host, 'pool': drain['pool'],
-            'target_pool': drain['target_pool'], 'status': drain['status'],
-            'max_parallel': drain['max_parallel'],
-            'volumes': drains.counts(drain['volumes'])})
-
-    def _announce_volumes(self, ctxt, drain: dict, before: list[dict],
-                          volumes: dict[str, dict]) -> None:
-        """``volume_pool.drain.volume`` for each volume of the plan
-        (``before`` empty) or whose state a pass changed, with the
-        servers it is attached to."""
-        was = {entry['volume_id']: entry['state'] for entry in before}
-        for entry in drain['volumes']:
-            if entry['state'] == was.get(entry['volume_id']):
-                continue
-            volume = volumes.get(entry['volume_id']) or {}
-            self.notifier.notify(ctxt, notifications.DRAIN, 'volume', {
-                'drain_id': drain['id'], 'host': self.host,
-                'pool': drain['pool'], 'target_pool': drain['target_pool'],
-                'volume_id': entry['volume_id'], 'action': entry['action'],
-                'state': entry['state'],
-                'old_state': was.get(entry['volume_id']),
-                'reason': entry['reason'],
-                'instance_uuids': sorted({
-                    attachment['instance_uuid'] for attachment
-                    in volume.get('attachments', ())})})
 
     def show(self, ctxt, pool: str, drain: dict | None = None) -> dict:
         """The pool's latest drain, with its progress."""
@@ -221,7 +197,7 @@ class Drainer:
             drain['id'], expected_status=RUNNING, status=CANCELLED,
             finished_at=timeutils.utcnow())
         LOG.warning('Drain of pool %s cancelled', pool)
-        self._announce(ctxt, drain, 'end')
+        self.announce.drain(ctxt, drain, 'end')
         return self.show(ctxt, pool, drain)
 
     def run_once(self) -> None:
@@ -260,9 +236,10 @@ class Drainer:
         except exception.NoDrainRunning:
             LOG.info('Drain %s was cancelled during its pass', drain['id'])
             return
-        self._announce_volumes(ctxt, updated, drain['volumes'], volumes)
+        self.announce.volumes(ctxt, updated, drain['volumes'],
+                              servers(volumes.values()))
         if updated['status'] == COMPLETED:
-            self._announce(ctxt, updated, 'end')
+            self.announce.drain(ctxt, updated, 'end')
 
     def _begin(self, ctxt, drain: dict, entry: dict, now: float) -> bool:
         try:
