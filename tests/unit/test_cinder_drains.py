@@ -29,6 +29,7 @@ class FakeCinder:
     def __init__(self, volumes):
         self.volumes = {v['id']: v for v in volumes}
         self.deleted_attachments = []
+        self.created = []
         self.migrations = []
 
     def pools(self, ctxt):
@@ -48,6 +49,17 @@ class FakeCinder:
                     {a['id'] for a in v['attachments']}]
         return {'id': attachment_id, 'connection_info': {'data': {
             'export': volume['host'], 'name': 'volume-%s' % volume['id']}}}
+
+    def attachment_create(self, ctxt, volume_id, instance_uuid, mode='rw'):
+        attachment = {'id': 'att-%d' % len(self.created),
+                      'instance_uuid': instance_uuid, 'attach_mode': mode}
+        self.created.append(attachment)
+        self.volumes[volume_id]['attachments'].append(attachment)
+        return attachment
+
+    def attachment_update(self, ctxt, attachment_id, connector):
+        return dict(self.attachment_get(ctxt, attachment_id),
+                    connector=connector)
 
     def attachment_delete(self, ctxt, attachment_id):
         self.deleted_attachments.append(attachment_id)
@@ -103,11 +115,25 @@ class FakeNova:
 
 
 class FakeAgents:
-    """The agents' answer of a Nova guest's live disk: as Nova's record
-    connected it, unless ``live`` says otherwise."""
+    """The agents' answer of a Nova guest's live disk (as Nova's record
+    connected it, unless ``live`` says otherwise), and their hashes of
+    volumes (running until ``sums`` has one)."""
 
     def __init__(self):
         self.live = {}
+        # The hashes asked for, and the checksums of those done.
+        self.asked = []
+        self.sums = {}
+
+    def volume_checksum(self, ctxt, host, copy_id, connection_info):
+        self.asked.append((host, copy_id, connection_info['data']['export']))
+
+    def volume_copy_status(self, ctxt, host, copy_id):
+        if copy_id not in {job for _, job, _ in self.asked}:
+            return {'state': 'unknown'}
+        if copy_id in self.sums:
+            return {'state': 'done', 'checksum': self.sums[copy_id]}
+        return {'state': 'running'}
 
     def nova_disk(self, ctxt, host, server_id, volume_id):
         return self.live.get((server_id, volume_id),
@@ -378,3 +404,73 @@ class SwapCheckTest(DrainTestCase):
         self.nova.stale.clear()
         self.drains.run_once()
         self.assertEqual(drains.DONE, self.entries()['running']['state'])
+
+
+class CopyCheckTest(DrainTestCase):
+    """A detached volume is hashed by an agent before Cinder's migration
+    and after it, each time through an attachment of its own."""
+
+    def setUp(self):
+        super().setUp()
+        for name in ('running', 'stopped', 'shared'):
+            self.cinder.volumes.pop(name)
+        service_db.update(self.ctxt, compute_rpcapi.BINARY, 'compute-1',
+                          compute_rpcapi.TOPIC, '1.6', {})
+        drain = self.drains.drain(self.ctxt, POOL, TARGET)
+        self.before, self.after = ('%s-loose-%s' % (drain['id'], step)
+                                   for step in ('hashing', 'checking'))
+        self.drains.run_once()
+
+    def test_the_same_bytes_after_cinder_s_copy_end_it_done(self):
+        self.assertEqual([('compute-1', self.before, POOL)],
+                         self.agents.asked)
+        [attachment] = self.cinder.created
+        self.assertEqual((None, 'ro'), (attachment['instance_uuid'],
+                                        attachment['attach_mode']))
+        self.drains.run_once()
+        self.assertEqual([], self.cinder.migrations)
+        self.agents.sums[self.before] = 'abc'
+        self.drains.run_once()
+        # Detached again before Cinder migrates it.
+        self.assertEqual(['att-0'], self.cinder.deleted_attachments)
+        self.assertEqual(['loose'], self.cinder.migrations)
+        self.cinder.end('loose')
+        self.drains.run_once()
+        self.assertEqual(('compute-1', self.after, TARGET),
+                         self.agents.asked[-1])
+        self.assertEqual(drains.MIGRATING, self.entries()['loose']['state'])
+        self.agents.sums[self.after] = 'abc'
+        self.drains.run_once()
+        entry = self.entries()['loose']
+        self.assertEqual(drains.DONE, entry['state'])
+        self.assertIn('sha256 abc', entry['check'])
+        self.assertEqual(['att-0', 'att-1'], self.cinder.deleted_attachments)
+
+    def test_other_bytes_after_cinder_s_copy_fail_it(self):
+        self.agents.sums[self.before] = 'abc'
+        self.drains.run_once()
+        self.cinder.end('loose')
+        self.drains.run_once()
+        self.agents.sums[self.after] = 'abd'
+        self.drains.run_once()
+        entry = self.entries()['loose']
+        self.assertEqual(drains.FAILED, entry['state'])
+        self.assertIn('sha256 abc before, abd after', entry['reason'])
+
+    def test_an_agent_that_forgot_its_hash_is_asked_again(self):
+        self.agents.asked.clear()
+        self.drains.run_once()
+        self.assertEqual([('compute-1', self.before, POOL)],
+                         self.agents.asked)
+
+    def test_a_volume_attached_meanwhile_is_planned_again(self):
+        self.cinder.volumes['loose']['attachments'].append(
+            {'id': 'att-late', 'instance_uuid': 's1', 'attach_mode': 'rw'})
+        self.agents.sums[self.before] = 'abc'
+        self.drains.run_once()
+        entry = self.entries()['loose']
+        # Planned again at this pass, and begun on the path it has now: a
+        # running server's, through Nova's swap, with no hash to match.
+        self.assertEqual(('swap', drains.MIGRATING, None), (
+            entry['action'], entry['state'], entry['checksum']))
+        self.assertEqual(['loose'], self.cinder.migrations)

@@ -7,6 +7,10 @@ uses (src hashed as it is read, dst checked from the disk). The caller
 asks how a copy stands; an agent that restarted has forgotten it and
 answers "unknown", and the caller sends it again: src is still frozen,
 so a copy can always be done over.
+
+A drain of a Cinder backend has the agent hash a volume, before Cinder's
+own migration and after it, through the same jobs: Cinder does not check
+its copy.
 """
 
 import threading
@@ -17,6 +21,7 @@ from oslo_log import log as logging
 from volmig import exception
 from volmig.compute import volumes
 from volmig.datapath import copy as copy_mod
+from volmig.datapath import reading
 
 LOG = logging.getLogger(__name__)
 
@@ -36,14 +41,34 @@ class VolumeCopies:
     def start(self, copy_id: str, src_connection_info: dict,
               dst_connection_info: dict) -> None:
         """Begin a copy, unless it runs or ended well already."""
+        self._submit(copy_id, self._copy, src_connection_info,
+                     dst_connection_info)
+
+    def checksum(self, copy_id: str, connection_info: dict) -> None:
+        """Begin hashing one volume, read from the disk, unless it runs
+        or ended well already; its status has the checksum."""
+        self._submit(copy_id, self._checksum, connection_info)
+
+    def _submit(self, copy_id: str, work, *args) -> None:
         with self._lock:
             if self._copies.get(copy_id, {}).get('state') in (RUNNING,
                                                                DONE):
                 return
             self._copies[copy_id] = {'state': RUNNING, 'done': 0,
                                      'total': 0}
-        self._executor.submit(self._copy, copy_id, src_connection_info,
-                              dst_connection_info)
+        self._executor.submit(self._run, copy_id, work, *args)
+
+    def _run(self, copy_id: str, work, *args) -> None:
+        try:
+            checksum = work(copy_id, *args)
+        except Exception as exc:
+            LOG.exception('Volume job %s failed', copy_id)
+            self._set(copy_id, state=FAILED,
+                      error=exception.safe_message(exc))
+            return
+        LOG.info('Volume job %(id)s done: sha256 %(sum)s',
+                 {'id': copy_id, 'sum': checksum})
+        self._set(copy_id, state=DONE, checksum=checksum)
 
     def status(self, copy_id: str) -> dict:
         with self._lock:
@@ -53,22 +78,18 @@ class VolumeCopies:
         with self._lock:
             self._copies[copy_id].update(values)
 
-    def _copy(self, copy_id: str, src_info: dict, dst_info: dict) -> None:
-        try:
-            checksum = copy_mod.checked_copy(
-                self.volumes.path(src_info), self.volumes.path(dst_info),
-                self.conf, copy_id,
-                self.conf.storage.max_bandwidth_mbps * 1024 * 1024,
-                lambda done, total: self._set(copy_id, done=done,
-                                              total=total))
-        except Exception as exc:
-            LOG.exception('Volume copy %s failed', copy_id)
-            self._set(copy_id, state=FAILED,
-                      error=exception.safe_message(exc))
-            return
-        LOG.info('Volume copy %(id)s verified: sha256 %(sum)s',
-                 {'id': copy_id, 'sum': checksum})
-        self._set(copy_id, state=DONE, checksum=checksum)
+    def _copy(self, copy_id: str, src_info: dict, dst_info: dict) -> str:
+        return copy_mod.checked_copy(
+            self.volumes.path(src_info), self.volumes.path(dst_info),
+            self.conf, copy_id,
+            self.conf.storage.max_bandwidth_mbps * 1024 * 1024,
+            lambda done, total: self._set(copy_id, done=done, total=total))
+
+    def _checksum(self, copy_id: str, info: dict) -> str:
+        chunk, io = copy_mod.conf_sizes(self.conf)
+        return reading.sha256_from_disk(
+            self.volumes.path(info), chunk, io,
+            self.conf.storage.max_bandwidth_mbps * 1024 * 1024)
 
     def stop(self) -> None:
         self._executor.shutdown(wait=False)

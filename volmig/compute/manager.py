@@ -341,6 +341,10 @@ class ComputeManager:
         self.copies.start(copy_id, src_connection_info, dst_connection_info)
 
     @rpc.endpoint
+    def volume_checksum(self, ctxt, copy_id, connection_info):
+        self.copies.checksum(copy_id, connection_info)
+
+    @rpc.endpoint
     def volume_copy_status(self, ctxt, copy_id):
         return self.copies.status(copy_id)
 

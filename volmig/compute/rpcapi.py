@@ -23,7 +23,7 @@ SWAP_VERSION = '1.2'
 OWNER_VERSION = '1.3'
 CONSOLE_VERSION = '1.4'
 COPY_VERSION = '1.5'
-NOVA_DISK_VERSION = '1.6'
+CHECK_VERSION = '1.6'
 
 # Release names an operator may put in [upgrade_levels] compute.
 VERSION_ALIASES = {
@@ -180,12 +180,22 @@ class ComputeAPI:
         return self._prepare(host, self._copy_version(host)).call(
             ctxt, 'volume_copy_status', copy_id=copy_id)
 
+    def _check_version(self, host: str) -> str:
+        if not self.can_send_version(CHECK_VERSION):
+            raise exception.ComputeTooOld(
+                host=host, feature='checks of a drain of Cinder',
+                needed=CHECK_VERSION)
+        return CHECK_VERSION
+
     def nova_disk(self, ctxt, host, server_id, volume_id) -> str | None:
         """The file libvirt on ``host`` has as Nova's server's disk of the
         volume."""
-        if not self.can_send_version(NOVA_DISK_VERSION):
-            raise exception.ComputeTooOld(
-                host=host, feature="checks of Nova's servers",
-                needed=NOVA_DISK_VERSION)
-        return self._prepare(host, NOVA_DISK_VERSION).call(
+        return self._prepare(host, self._check_version(host)).call(
             ctxt, 'nova_disk', server_id=server_id, volume_id=volume_id)
+
+    def volume_checksum(self, ctxt, host, copy_id, connection_info):
+        """Hash a volume connected on ``host``; ``volume_copy_status``
+        has its checksum once done."""
+        self._prepare(host, self._check_version(host)).cast(
+            ctxt, 'volume_checksum', copy_id=copy_id,
+            connection_info=connection_info)

@@ -24,6 +24,7 @@ from oslo_utils import timeutils
 from volmig import context as volmig_context
 from volmig import drains
 from volmig import exception
+from volmig.conductor import checksums
 from volmig.conf import CONF
 from volmig.db import drains as drains_db
 from volmig.db import instances as instances_db
@@ -54,6 +55,7 @@ class CinderDrains:
         self.compute_api = compute_api
         self._nova = nova
         self.announce = drains.Announcer('volmig-conductor', host)
+        self.checksums = checksums.Checksums(volumes, compute_api)
         # One pass at a time, or two could begin past max_parallel.
         self._passing = threading.Lock()
 
@@ -176,7 +178,7 @@ class CinderDrains:
 
         for entry in entries:
             if entry['state'] == drains.MIGRATING:
-                self._follow(ctxt, drain, entry)
+                self._follow(ctxt, drain, entry, save)
         active = sum(1 for e in entries if e['state'] == drains.MIGRATING)
         for entry in entries:
             if active >= drain['max_parallel']:
@@ -204,8 +206,11 @@ class CinderDrains:
         target = drain['target_pool']
         try:
             if entry['step'] is None:
-                # Its servers may have started or stopped since the plan.
+                # Its servers may have started or stopped since the plan,
+                # or others attached it.
                 volume = self.volumes.get_volume(ctxt, entry['volume_id'])
+                entry['servers'] = sorted({a['instance_uuid']
+                                           for a in volume['attachments']})
                 servers = self.nova.servers(entry['servers'])
                 own = frozenset(instances_db.instance_uuids(
                     ctxt, entry['servers']))
@@ -218,6 +223,10 @@ class CinderDrains:
                     self._mover().hold(entry['servers'], self._reason(drain))
                     entry['step'] = 'held'
                     save()
+                if entry['action'] == paths.COPY and self.checksums.start(
+                        ctxt, drain['id'], entry, checksums.BEFORE, save):
+                    entry['state'] = drains.MIGRATING
+                    return
             if entry['action'] == paths.OFFLINE:
                 self._mover().let_go(entry['volume_id'], entry['servers'])
             entry['step'] = 'migrating'
@@ -233,8 +242,11 @@ class CinderDrains:
             # that its servers get their records and their freedom back.
         entry['state'] = drains.MIGRATING
 
-    def _follow(self, ctxt, drain: dict, entry: dict) -> None:
+    def _follow(self, ctxt, drain: dict, entry: dict, save) -> None:
         """An entry under way, as Cinder has its volume now."""
+        if entry['step'] in (checksums.BEFORE, checksums.AFTER):
+            self._follow_hash(ctxt, drain, entry)
+            return
         try:
             volume = self.volumes.get_volume(ctxt, entry['volume_id'])
         except exception.VolumeNotFound:
@@ -250,6 +262,9 @@ class CinderDrains:
         if moved and entry['action'] == paths.SWAP:
             if not self._check_swap(ctxt, entry, volume):
                 return
+        if moved and entry.get('checksum') and self.checksums.start(
+                ctxt, drain['id'], entry, checksums.AFTER, save):
+            return
         if moved:
             entry['state'] = drains.DONE
         else:
@@ -301,3 +316,41 @@ class CinderDrains:
         LOG.info('Drain: volume %s moved through Nova\'s swap; %s',
                  entry['volume_id'], entry['check'])
         return True
+
+    def _follow_hash(self, ctxt, drain: dict, entry: dict) -> None:
+        """A detached volume hashed before Cinder's migration (which
+        begins once it is) or after (which ends the entry)."""
+        try:
+            checksum = self.checksums.finish(ctxt, entry)
+        except Exception as exc:
+            entry.update(state=drains.FAILED, reason='not hashed %s: %s' % (
+                'before the move' if entry['step'] == checksums.BEFORE
+                else 'after the move, which Cinder made',
+                exception.safe_message(exc)))
+            return
+        if checksum is None:
+            return
+        if entry['step'] == checksums.AFTER:
+            before, entry['step'] = entry['checksum'], None
+            if checksum == before:
+                entry.update(state=drains.DONE, check=(
+                    "sha256 %s before Cinder's copy and after" % checksum))
+            else:
+                entry.update(state=drains.FAILED, reason=(
+                    "Cinder's copy differs from the volume it moved: sha256 "
+                    '%s before, %s after' % (before, checksum)))
+                LOG.error('Drain: volume %s: %s', entry['volume_id'],
+                          entry['reason'])
+            return
+        entry['checksum'] = checksum
+        if self.volumes.get_volume(ctxt, entry['volume_id'])['attachments']:
+            # Attached since the plan: planned again at the next pass.
+            entry.update(step=None, state=drains.PENDING, checksum=None)
+            return
+        entry['step'] = 'migrating'
+        try:
+            self.volumes.migrate_volume(ctxt, entry['volume_id'],
+                                        drain['target_pool'])
+        except Exception as exc:
+            entry.update(state=drains.FAILED,
+                         reason=exception.safe_message(exc))

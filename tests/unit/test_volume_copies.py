@@ -1,0 +1,57 @@
+"""The agent's jobs on volumes for a Cinder migration or drain, on real
+files: a hash read from the disk, and a failure that names its cause."""
+
+import hashlib
+import os
+import time
+
+import fixtures
+from oslotest import base
+
+from volmig.compute import copies
+from volmig.compute import volumes
+from volmig.conf import CONF
+
+
+def connection(path: str) -> dict:
+    return {'driver_volume_type': volumes.FILE, 'data': {'path': path}}
+
+
+class VolumeCopiesTest(base.BaseTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        self.jobs = copies.VolumeCopies(CONF, volumes.VolumeConnector(CONF))
+        self.addCleanup(self.jobs.stop)
+
+    def ended(self, job_id: str) -> dict:
+        for _ in range(1000):
+            status = self.jobs.status(job_id)
+            if status['state'] != copies.RUNNING:
+                return status
+            time.sleep(0.01)  # The job runs on the agent's pool.
+        self.fail('job %s never ended' % job_id)
+
+    def test_a_volume_is_hashed_from_the_disk(self):
+        path = os.path.join(self.dir, 'volume')
+        data = os.urandom(3 * 1024 * 1024 + 512)
+        with open(path, 'wb') as volume:
+            volume.write(data)
+            volume.truncate(8 * 1024 * 1024)
+        self.jobs.checksum('job-1', connection(path))
+        status = self.ended('job-1')
+        expected = hashlib.sha256(data + bytes(8 * 1024 * 1024 - len(data)))
+        self.assertEqual((copies.DONE, expected.hexdigest()),
+                         (status['state'], status['checksum']))
+
+    def test_a_hash_that_fails_says_why(self):
+        missing = os.path.join(self.dir, 'missing')
+        self.jobs.checksum('job-2', connection(missing))
+        status = self.ended('job-2')
+        self.assertEqual(copies.FAILED, status['state'])
+        self.assertIn('missing', status['error'])
+        self.assertNotIn('Traceback', status['error'])
+
+    def test_a_job_unknown_here_says_so(self):
+        self.assertEqual({'state': copies.UNKNOWN}, self.jobs.status('other'))
