@@ -474,3 +474,49 @@ class CopyCheckTest(DrainTestCase):
         self.assertEqual(('swap', drains.MIGRATING, None), (
             entry['action'], entry['state'], entry['checksum']))
         self.assertEqual(['loose'], self.cinder.migrations)
+
+
+class OfflineCheckTest(DrainTestCase):
+    """An offline move's volume is hashed once let go and again after
+    Cinder's migration, before its servers get it back."""
+
+    def setUp(self):
+        super().setUp()
+        for name in ('running', 'shared', 'loose'):
+            self.cinder.volumes.pop(name)
+        service_db.update(self.ctxt, compute_rpcapi.BINARY, 'compute-1',
+                          compute_rpcapi.TOPIC, '1.6', {})
+        drain = self.drains.drain(self.ctxt, POOL, TARGET)
+        self.before, self.after = ('%s-stopped-%s' % (drain['id'], step)
+                                   for step in ('hashing', 'checking'))
+        self.drains.run_once()
+
+    def test_hashed_before_and_after_then_given_back(self):
+        self.assertEqual(['att-stopped-s2'],
+                         self.cinder.deleted_attachments)
+        self.assertTrue(self.nova.servers_['s2']['locked'])
+        self.agents.sums[self.before] = 'abc'
+        self.drains.run_once()
+        self.assertEqual(['stopped'], self.cinder.migrations)
+        self.cinder.end('stopped')
+        self.drains.run_once()
+        # Hashed while still detached: not refreshed yet.
+        self.assertEqual(self.after, self.agents.asked[-1][1])
+        self.assertEqual([], self.nova.refreshed)
+        self.agents.sums[self.after] = 'abc'
+        self.drains.run_once()
+        self.assertEqual([('s2', 'stopped')], self.nova.refreshed)
+        self.assertFalse(self.nova.servers_['s2']['locked'])
+        self.assertEqual(drains.DONE, self.entries()['stopped']['state'])
+
+    def test_a_failed_hash_still_gives_the_server_its_volume(self):
+        self.agents.volume_copy_status = lambda *a: {
+            'state': 'failed', 'error': 'no such file'}
+        self.drains.run_once()
+        entry = self.entries()['stopped']
+        self.assertEqual(drains.FAILED, entry['state'])
+        self.assertIn('not hashed before the move: ', entry['reason'])
+        self.assertIn('no such file', entry['reason'])
+        self.assertEqual([], self.cinder.migrations)
+        self.assertEqual([('s2', 'stopped')], self.nova.refreshed)
+        self.assertFalse(self.nova.servers_['s2']['locked'])

@@ -223,12 +223,13 @@ class CinderDrains:
                     self._mover().hold(entry['servers'], self._reason(drain))
                     entry['step'] = 'held'
                     save()
-                if entry['action'] == paths.COPY and self.checksums.start(
-                        ctxt, drain['id'], entry, checksums.BEFORE, save):
-                    entry['state'] = drains.MIGRATING
-                    return
             if entry['action'] == paths.OFFLINE:
                 self._mover().let_go(entry['volume_id'], entry['servers'])
+            # Detached now: hashed before Cinder copies it.
+            if entry['action'] != paths.SWAP and self.checksums.start(
+                    ctxt, drain['id'], entry, checksums.BEFORE, save):
+                entry['state'] = drains.MIGRATING
+                return
             entry['step'] = 'migrating'
             self.volumes.migrate_volume(ctxt, entry['volume_id'], target)
         except Exception as exc:
@@ -245,7 +246,7 @@ class CinderDrains:
     def _follow(self, ctxt, drain: dict, entry: dict, save) -> None:
         """An entry under way, as Cinder has its volume now."""
         if entry['step'] in (checksums.BEFORE, checksums.AFTER):
-            self._follow_hash(ctxt, drain, entry)
+            self._follow_hash(ctxt, drain, entry, save)
             return
         try:
             volume = self.volumes.get_volume(ctxt, entry['volume_id'])
@@ -256,21 +257,30 @@ class CinderDrains:
         if volume['migration_status'] in paths.UNDER_WAY:
             return
         moved = volume['host'] == drain['target_pool']
+        # Hashed again while still detached: before a refresh attaches
+        # an offline move's volume to its servers.
+        if moved and entry.get('checksum') and 'after' not in entry and \
+                self.checksums.start(ctxt, drain['id'], entry,
+                                     checksums.AFTER, save):
+            return
         if entry['action'] == paths.OFFLINE:
             if not self._finish_offline(drain, entry):
                 return
         if moved and entry['action'] == paths.SWAP:
             if not self._check_swap(ctxt, entry, volume):
                 return
-        if moved and entry.get('checksum') and self.checksums.start(
-                ctxt, drain['id'], entry, checksums.AFTER, save):
-            return
-        if moved:
-            entry['state'] = drains.DONE
-        else:
+        if not moved:
             entry.update(state=drains.FAILED, reason=entry.get('error') or (
                 "Cinder's migration ended in %s; the volume stays on %s"
                 % (volume['migration_status'], volume['host'])))
+        elif entry.get('checksum') and entry.get('after') is not None:
+            self._compare(entry)
+        elif entry.get('checksum') and 'after' in entry:
+            entry.update(state=drains.FAILED, reason=(
+                'Cinder moved it, but it was not hashed after: %s'
+                % entry.get('error')))
+        else:
+            entry['state'] = drains.DONE
 
     def _finish_offline(self, drain: dict, entry: dict) -> bool:
         """Refresh the servers' records and let them go; False (tried
@@ -317,40 +327,53 @@ class CinderDrains:
                  entry['volume_id'], entry['check'])
         return True
 
-    def _follow_hash(self, ctxt, drain: dict, entry: dict) -> None:
+    def _follow_hash(self, ctxt, drain: dict, entry: dict, save) -> None:
         """A detached volume hashed before Cinder's migration (which
-        begins once it is) or after (which ends the entry)."""
+        begins once it is) or after (which the entry's end compares)."""
+        step = entry['step']
         try:
             checksum = self.checksums.finish(ctxt, entry)
         except Exception as exc:
-            entry.update(state=drains.FAILED, reason='not hashed %s: %s' % (
-                'before the move' if entry['step'] == checksums.BEFORE
-                else 'after the move, which Cinder made',
-                exception.safe_message(exc)))
-            return
-        if checksum is None:
-            return
-        if entry['step'] == checksums.AFTER:
-            before, entry['step'] = entry['checksum'], None
-            if checksum == before:
-                entry.update(state=drains.DONE, check=(
-                    "sha256 %s before Cinder's copy and after" % checksum))
-            else:
-                entry.update(state=drains.FAILED, reason=(
-                    "Cinder's copy differs from the volume it moved: sha256 "
-                    '%s before, %s after' % (before, checksum)))
-                LOG.error('Drain: volume %s: %s', entry['volume_id'],
-                          entry['reason'])
-            return
-        entry['checksum'] = checksum
-        if self.volumes.get_volume(ctxt, entry['volume_id'])['attachments']:
+            checksum = None
+            entry['error'] = 'not hashed %s the move: %s' % (
+                'before' if step == checksums.BEFORE else 'after',
+                exception.safe_message(exc))
+        else:
+            if checksum is None:
+                return
+        entry['step'] = 'migrating'
+        if step == checksums.AFTER:
+            entry['after'] = checksum
+        elif checksum is not None:
+            entry['checksum'] = checksum
+            self._migrate(ctxt, drain, entry)
+        # Ended, or not begun: its end (an offline move's servers given
+        # their volume back) is taken now.
+        if entry['state'] == drains.MIGRATING:
+            self._follow(ctxt, drain, entry, save)
+
+    def _migrate(self, ctxt, drain: dict, entry: dict) -> None:
+        """Cinder's migration of the hashed volume."""
+        if entry['action'] == paths.COPY and self.volumes.get_volume(
+                ctxt, entry['volume_id'])['attachments']:
             # Attached since the plan: planned again at the next pass.
             entry.update(step=None, state=drains.PENDING, checksum=None)
             return
-        entry['step'] = 'migrating'
         try:
             self.volumes.migrate_volume(ctxt, entry['volume_id'],
                                         drain['target_pool'])
         except Exception as exc:
-            entry.update(state=drains.FAILED,
-                         reason=exception.safe_message(exc))
+            entry['error'] = exception.safe_message(exc)
+
+    @staticmethod
+    def _compare(entry: dict) -> None:
+        before, after = entry['checksum'], entry['after']
+        if before == after:
+            entry.update(state=drains.DONE, check=(
+                "sha256 %s before Cinder's copy and after" % after))
+            return
+        entry.update(state=drains.FAILED, reason=(
+            "Cinder's copy differs from the volume it moved: sha256 %s "
+            'before, %s after' % (before, after)))
+        LOG.error('Drain: volume %s: %s', entry['volume_id'],
+                  entry['reason'])
