@@ -125,6 +125,10 @@ class FakeAgents:
         self.asked = []
         self.sums = {}
 
+    @staticmethod
+    def can_send_version(version):
+        return True
+
     def volume_checksum(self, ctxt, host, copy_id, connection_info):
         self.asked.append((host, copy_id, connection_info['data']['export']))
 

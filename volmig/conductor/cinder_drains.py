@@ -24,11 +24,10 @@ from oslo_utils import timeutils
 from volmig import context as volmig_context
 from volmig import drains
 from volmig import exception
-from volmig.conductor import checksums
+from volmig.conductor import checks
 from volmig.conf import CONF
 from volmig.db import drains as drains_db
 from volmig.db import instances as instances_db
-from volmig.nova import checks
 from volmig.nova import compute
 from volmig.nova import offline
 from volmig.nova import paths
@@ -55,7 +54,7 @@ class CinderDrains:
         self.compute_api = compute_api
         self._nova = nova
         self.announce = drains.Announcer('volmig-conductor', host)
-        self.checksums = checksums.Checksums(volumes, compute_api)
+        self.checksums = checks.Checksums(volumes, compute_api)
         # One pass at a time, or two could begin past max_parallel.
         self._passing = threading.Lock()
 
@@ -227,7 +226,7 @@ class CinderDrains:
                 self._mover().let_go(entry['volume_id'], entry['servers'])
             # Detached now: hashed before Cinder copies it.
             if entry['action'] != paths.SWAP and self.checksums.start(
-                    ctxt, drain['id'], entry, checksums.BEFORE, save):
+                    ctxt, drain['id'], entry, checks.BEFORE, save):
                 entry['state'] = drains.MIGRATING
                 return
             entry['step'] = 'migrating'
@@ -245,7 +244,7 @@ class CinderDrains:
 
     def _follow(self, ctxt, drain: dict, entry: dict, save) -> None:
         """An entry under way, as Cinder has its volume now."""
-        if entry['step'] in (checksums.BEFORE, checksums.AFTER):
+        if entry['step'] in (checks.BEFORE, checks.AFTER):
             self._follow_hash(ctxt, drain, entry, save)
             return
         try:
@@ -261,7 +260,7 @@ class CinderDrains:
         # an offline move's volume to its servers.
         if moved and entry.get('checksum') and 'after' not in entry and \
                 self.checksums.start(ctxt, drain['id'], entry,
-                                     checksums.AFTER, save):
+                                     checks.AFTER, save):
             return
         if entry['action'] == paths.OFFLINE:
             if not self._finish_offline(drain, entry):
@@ -300,7 +299,7 @@ class CinderDrains:
 
     def _check_swap(self, ctxt, entry: dict, volume: dict) -> bool:
         """Whether the server follows its volume, as Nova's swap should
-        have made it (``volmig.nova.checks``). False where it does not:
+        have made it (``volmig.conductor.checks``). False where it does not:
         the entry is followed again next pass for a while, then
         failed."""
         [server_id] = entry['servers']
@@ -336,13 +335,13 @@ class CinderDrains:
         except Exception as exc:
             checksum = None
             entry['error'] = 'not hashed %s the move: %s' % (
-                'before' if step == checksums.BEFORE else 'after',
+                'before' if step == checks.BEFORE else 'after',
                 exception.safe_message(exc))
         else:
             if checksum is None:
                 return
         entry['step'] = 'migrating'
-        if step == checksums.AFTER:
+        if step == checks.AFTER:
             entry['after'] = checksum
         elif checksum is not None:
             entry['checksum'] = checksum

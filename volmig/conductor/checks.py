@@ -1,15 +1,28 @@
-"""A detached volume's bytes, hashed before and after Cinder moves it.
+"""How a drain of a Cinder pool checks each move before it calls it done:
+neither Cinder nor Nova checks its own.
 
-Cinder's own migration of a detached volume copies it and checks
-nothing. A drain has a volmig agent hash the volume from the disk before
-Cinder moves it and again after, both through an attachment of the
+After Nova's swap (``swapped``). Cinder records the migration as done
+once Nova has answered, and Nova answers from its own records. Three
+parties must agree:
+
+- Cinder: the server's attachment, and where it connects the volume;
+- Nova: the record its next start or hard reboot connects
+  (``nova-manage volume_attachment show``), which must name the same
+  place;
+- the guest: the file libvirt runs as the disk whose serial is the
+  volume's id, read on the server's compute host by volmig's agent there,
+  which must be the file Nova's record connected.
+
+A compute host with no volmig agent up is not checked, and the drain says
+so: the first two still are.
+
+After Cinder's copy (``Checksums``), of a detached volume or of an
+offline move's: a volmig agent hashes the volume from the disk before
+Cinder moves it and again after, each time through an attachment of the
 agent's host that the drain records (so that a restarted conductor finds
-and deletes it), and calls the move done only when the two match.
-
-The attachment is read-only and names no server: while it exists the
-volume is Cinder's ``reserved``/``in-use`` and nobody else's migration or
-attachment can take it unnoticed; it is deleted before Cinder's
-migration begins, which needs the volume detached.
+and deletes it). The attachment is read-only and names no server, and it
+is deleted before Cinder's migration begins, which needs the volume
+detached.
 """
 
 import oslo_messaging as messaging
@@ -18,6 +31,7 @@ from volmig import exception
 from volmig.compute import copies
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.conductor import services
+from volmig.db import services as service_db
 
 BEFORE, AFTER = 'hashing', 'checking'
 
@@ -37,10 +51,14 @@ class Checksums:
         """Begin the entry's hash at ``step``; False, saying so in the
         entry's ``check``, if no agent is up to take it."""
         host = self.agent(ctxt)
-        if host is None:
-            entry['check'] = ('not checked %s Cinder\'s copy: no volmig '
-                              'agent is up to hash the volume'
-                              % ('before' if step == BEFORE else 'after'))
+        why = ('no volmig agent is up to hash the volume' if host is None
+               else None if self.compute_api.can_send_version(
+                   compute_rpcapi.CHECK_VERSION)
+               else 'the agents are older than RPC %s'
+               % compute_rpcapi.CHECK_VERSION)
+        if why:
+            entry['check'] = "not checked %s Cinder's copy: %s" % (
+                'before' if step == BEFORE else 'after', why)
             return False
         entry['job'] = {'id': '%s-%s-%s' % (drain_id, entry['volume_id'],
                                             step),
@@ -120,3 +138,54 @@ class Checksums:
             except exception.AttachmentNotFound:
                 pass
             job['attachment_id'] = None
+
+
+def _mismatch(volume_id: str, server_id: str, reason: str):
+    return exception.SwapNotVerified(volume_id=volume_id,
+                                     server_id=server_id, reason=reason)
+
+
+def swapped(ctxt, volumes, nova, compute_api, volume: dict,
+            server_id: str) -> str:
+    """What was checked, in words; raises ``SwapNotVerified`` naming what
+    differs."""
+    volume_id = volume['id']
+    attachment = next((a for a in volume['attachments']
+                       if a['instance_uuid'] == server_id), None)
+    if attachment is None:
+        raise _mismatch(volume_id, server_id, 'Cinder has no attachment '
+                        'of the server any more')
+    cinder = (volumes.attachment_get(ctxt, attachment['id'])
+              .get('connection_info') or {}).get('data') or {}
+    record = nova.record(server_id, volume_id).get('data') or {}
+    # Every key both name (an NFS export and file, an iSCSI target and
+    # LUN...); Nova adds its own, such as where it connected the volume.
+    common = sorted(set(cinder) & set(record))
+    differ = [key for key in common if cinder[key] != record[key]]
+    if differ or not common:
+        raise _mismatch(volume_id, server_id, "Nova's record differs from "
+                        "Cinder's attachment %s in %s" % (
+                            attachment['id'],
+                            ', '.join(differ) or 'everything'))
+    host = nova.server(server_id).get('OS-EXT-SRV-ATTR:host')
+    try:
+        agent = service_db.get(ctxt, compute_rpcapi.BINARY, host)
+    except exception.ServiceNotFound:
+        agent = None
+    if agent is None or not services.service_is_up(agent):
+        return ("Nova's record agrees with Cinder; the live disk was not "
+                'checked: no volmig agent is up on host %s' % host)
+    try:
+        live = compute_api.nova_disk(ctxt, host, server_id, volume_id)
+    except (exception.DriverError, exception.ComputeTooOld,
+            messaging.MessagingTimeout) as exc:
+        return ("Nova's record agrees with Cinder; the live disk was not "
+                'checked on host %s: %s' % (host,
+                                            exception.safe_message(exc)))
+    expected = record.get('device_path')
+    if live is None or live != expected:
+        raise _mismatch(volume_id, server_id, 'its live disk on host %s is '
+                        "%s, Nova's record connected %s" % (
+                            host, live or 'none', expected))
+    return ("Nova's record agrees with Cinder, and the live disk on host "
+            '%s is %s' % (host, live))
