@@ -18,6 +18,7 @@ from volmig.conductor import cinder_drains
 from volmig.conductor import operator_manager
 from volmig.conf import CONF
 from volmig.db import drains as drains_db
+from volmig.db import instances as instances_db
 from volmig.db import services as service_db
 
 POOL, TARGET = 'ctl@a#a', 'ctl@b#b'
@@ -188,6 +189,23 @@ class CinderDrainsTest(DrainTestCase):
              'loose': 'copy'},
             {e['volume_id']: e['action'] for e in plan['volumes']})
         self.assertIsNone(drains_db.latest(POOL))
+
+    def test_a_volume_beside_a_guest_of_volmig_s_own_is_refused(self):
+        # A guest of volmig's own, recorded in its database; Nova knows
+        # no server of that id.
+        instances_db.instance_create(self.ctxt, {
+            'uuid': 'g1', 'name': 'vm', 'host': 'compute-1',
+            'vm_state': 'active', 'power_state': 'running'})
+        self.cinder.volumes['loose']['attachments'] = [
+            {'id': 'att-g1', 'instance_uuid': 'g1', 'attach_mode': 'ro'},
+            {'id': 'att-s1', 'instance_uuid': 's1', 'attach_mode': 'ro'}]
+        [entry] = [e for e in self.drains.drain(
+            self.ctxt, POOL, TARGET, dry_run=True)['volumes']
+            if e['volume_id'] == 'loose']
+        self.assertEqual(('none', drains.SKIPPED),
+                         (entry['action'], entry['state']))
+        self.assertIn("volmig's guest g1 as well as to Nova's servers",
+                      entry['reason'])
 
     def test_an_unknown_pool_is_refused(self):
         self.assertRaises(exception.PoolNotFound, self.drains.drain,
