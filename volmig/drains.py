@@ -7,7 +7,6 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
 from volmig import exception
-from volmig import notifications
 from volmig.db import drains as drains_db
 
 LOG = logging.getLogger(__name__)
@@ -46,14 +45,6 @@ def progress(drain: dict, volumes: dict[str, dict]) -> dict:
             'elapsed_seconds': round(elapsed, 1), 'eta_seconds': eta}
 
 
-def counts(entries: list[dict]) -> dict[str, int]:
-    """A drain's volumes, counted by state."""
-    found: dict[str, int] = {}
-    for entry in entries:
-        found[entry['state']] = found.get(entry['state'], 0) + 1
-    return found
-
-
 def pass_each(lock, one_pass) -> None:
     """``one_pass`` over each running drain, one pass at a time (``lock``:
     two at once could begin volumes past ``max_parallel``); a pass that
@@ -85,37 +76,3 @@ def record(pool: str, target: str, entries: list[dict], max_parallel: int,
         status=RUNNING, max_parallel=max_parallel,
         max_bandwidth_mbps=max_bandwidth_mbps, volumes=entries)
 
-
-class Announcer:
-    """A drain's notifications, from the service on ``host`` that runs
-    it: ``volume_pool.drain.start`` and ``.end``, and ``.volume`` for
-    each volume as planned and each time a pass changed its state."""
-
-    def __init__(self, publisher: str, host: str):
-        self.notifier = notifications.Notifier('%s:%s' % (publisher, host))
-        self.host = host
-
-    def drain(self, ctxt, drain: dict, phase: str) -> None:
-        self.notifier.notify(ctxt, notifications.DRAIN, phase, {
-            'id': drain['id'], 'host': self.host, 'pool': drain['pool'],
-            'target_pool': drain['target_pool'], 'status': drain['status'],
-            'max_parallel': drain['max_parallel'],
-            'volumes': counts(drain['volumes'])})
-
-    def volumes(self, ctxt, drain: dict, before: list[dict],
-                servers: dict[str, list[str]]) -> None:
-        """Each volume of the plan (``before`` empty) or whose state a
-        pass changed, with the servers ``servers`` names by volume id."""
-        was = {entry['volume_id']: entry['state'] for entry in before}
-        for entry in drain['volumes']:
-            if entry['state'] == was.get(entry['volume_id']):
-                continue
-            self.notifier.notify(ctxt, notifications.DRAIN, 'volume', {
-                'drain_id': drain['id'], 'host': self.host,
-                'pool': drain['pool'], 'target_pool': drain['target_pool'],
-                'volume_id': entry['volume_id'], 'action': entry['action'],
-                'state': entry['state'],
-                'old_state': was.get(entry['volume_id']),
-                'reason': entry['reason'],
-                'instance_uuids': sorted(servers.get(entry['volume_id'],
-                                                     ()))})

@@ -428,20 +428,30 @@ class SwapCheckTest(DrainTestCase):
         self.assertEqual(drains.DONE, self.entries()['running']['state'])
 
 
-class CopyCheckTest(DrainTestCase):
-    """A detached volume is hashed by an agent before Cinder's migration
-    and after it, each time through an attachment of its own."""
+class HashTestCase(DrainTestCase):
+    """A drain of the volume ``KEEP`` alone, begun, with an agent up;
+    ``before`` and ``after`` name its hashes."""
+
+    KEEP = ''
 
     def setUp(self):
         super().setUp()
-        for name in ('running', 'stopped', 'shared'):
+        for name in set(self.cinder.volumes) - {self.KEEP}:
             self.cinder.volumes.pop(name)
         service_db.update(self.ctxt, compute_rpcapi.BINARY, 'compute-1',
                           compute_rpcapi.TOPIC, '1.6', {})
         drain = self.drains.drain(self.ctxt, POOL, TARGET)
-        self.before, self.after = ('%s-loose-%s' % (drain['id'], step)
+        self.before, self.after = ('%s-%s-%s' % (drain['id'], self.KEEP,
+                                                 step)
                                    for step in ('hashing', 'checking'))
         self.drains.run_once()
+
+
+class CopyCheckTest(HashTestCase):
+    """A detached volume is hashed by an agent before Cinder's migration
+    and after it, each time through an attachment of its own."""
+
+    KEEP = 'loose'
 
     def test_the_same_bytes_after_cinder_s_copy_end_it_done(self):
         self.assertEqual([('compute-1', self.before, POOL)],
@@ -498,20 +508,11 @@ class CopyCheckTest(DrainTestCase):
         self.assertEqual(['loose'], self.cinder.migrations)
 
 
-class OfflineCheckTest(DrainTestCase):
+class OfflineCheckTest(HashTestCase):
     """An offline move's volume is hashed once let go and again after
     Cinder's migration, before its servers get it back."""
 
-    def setUp(self):
-        super().setUp()
-        for name in ('running', 'shared', 'loose'):
-            self.cinder.volumes.pop(name)
-        service_db.update(self.ctxt, compute_rpcapi.BINARY, 'compute-1',
-                          compute_rpcapi.TOPIC, '1.6', {})
-        drain = self.drains.drain(self.ctxt, POOL, TARGET)
-        self.before, self.after = ('%s-stopped-%s' % (drain['id'], step)
-                                   for step in ('hashing', 'checking'))
-        self.drains.run_once()
+    KEEP = 'stopped'
 
     def test_hashed_before_and_after_then_given_back(self):
         self.assertEqual(['att-stopped-s2'],

@@ -162,12 +162,17 @@ class ComputeAPI:
             ctxt, 'swap_volume', instance=instance, old_bdm=old_bdm,
             new_bdm=new_bdm)
 
+    def _at_least(self, host: str, version: str, feature: str) -> str:
+        """``version``, or a refusal naming ``feature`` if the cap is
+        below it."""
+        if not self.can_send_version(version):
+            raise exception.ComputeTooOld(host=host, feature=feature,
+                                          needed=version)
+        return version
+
     def _copy_version(self, host: str) -> str:
-        if not self.can_send_version(COPY_VERSION):
-            raise exception.ComputeTooOld(
-                host=host, feature='copies for Cinder migrations',
-                needed=COPY_VERSION)
-        return COPY_VERSION
+        return self._at_least(host, COPY_VERSION,
+                              'copies for Cinder migrations')
 
     def volume_copy(self, ctxt, host, copy_id, src_connection_info,
                     dst_connection_info):
@@ -181,11 +186,8 @@ class ComputeAPI:
             ctxt, 'volume_copy_status', copy_id=copy_id)
 
     def _check_version(self, host: str) -> str:
-        if not self.can_send_version(CHECK_VERSION):
-            raise exception.ComputeTooOld(
-                host=host, feature='checks of a drain of Cinder',
-                needed=CHECK_VERSION)
-        return CHECK_VERSION
+        return self._at_least(host, CHECK_VERSION,
+                              'checks of a drain of Cinder')
 
     def nova_disk(self, ctxt, host, server_id, volume_id) -> str | None:
         """The file libvirt on ``host`` has as Nova's server's disk of the

@@ -28,6 +28,7 @@ from volmig.conductor import checks
 from volmig.conf import CONF
 from volmig.db import drains as drains_db
 from volmig.db import instances as instances_db
+from volmig.notifications import drains as drain_notifications
 from volmig.nova import compute
 from volmig.nova import offline
 from volmig.nova import paths
@@ -53,7 +54,7 @@ class CinderDrains:
         self.volumes = volumes
         self.compute_api = compute_api
         self._nova = nova
-        self.announce = drains.Announcer('volmig-conductor', host)
+        self.announce = drain_notifications.Announcer('volmig-conductor', host)
         self.checksums = checks.Checksums(volumes, compute_api)
         # One pass at a time, or two could begin past max_parallel.
         self._passing = threading.Lock()

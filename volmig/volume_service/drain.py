@@ -34,6 +34,7 @@ from volmig import drains
 from volmig import exception
 from volmig import states
 from volmig.db import drains as drains_db
+from volmig.notifications import drains as drain_notifications
 from volmig.volume_service import pool_moves
 
 LOG = logging.getLogger(__name__)
@@ -131,7 +132,7 @@ class Drainer:
         self.volumes = volumes
         self.mover = mover
         self.host = host
-        self.announce = drains.Announcer('volmig-volume', host)
+        self.announce = drain_notifications.Announcer('volmig-volume', host)
         # A pass runs on the periodic task and when a migration ends;
         # one at a time, or two could begin past max_parallel.
         self._passing = threading.Lock()
