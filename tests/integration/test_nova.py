@@ -418,14 +418,24 @@ class NovaTestCase(base.DeployedOnceTestCase):
             self.assertEqual(self.pools['nfs-b'], self.cinder.volume(
                 volume_id)['os-vol-host-attr:host'])
         self.assertFalse(self.nova.server(server_b)['locked'])
-        # The drain checked each swap where server A runs: its live disk
-        # is the file Nova's record names, on nfs-b's mount.
+        # What the drain did, and how it checked it, as the operator
+        # reads it: each swap where server A runs left its live disk on
+        # the file Nova's record names, on nfs-b's mount.
+        code, out, err = self.cli(
+            'volume', 'pool', 'drain', 'show', self.pools['nfs-a'], '-f',
+            'json', token=self.operator.get_token())
+        self.assertEqual(0, code, err)
+        checks = {row['Volume ID']: row['Check'] for row in json.loads(out)}
         nfs_b = self.nova.mount_of(self.cinder.exports['nfs-b'])
-        checks = {e['volume_id']: e.get('check') for e in drain['volumes']}
         for volume_id in (root_a, data_a):
             self.assertIn('live disk on host compute-1 is %s' % os.path.join(
                 nfs_b, os.path.basename(self.cinder.volume_file(
                     self.cinder.volume(volume_id)))), checks[volume_id])
+        # Cinder's copies, hashed by volmig's agent before and after.
+        for volume_id in (detached, root_b, data_b):
+            self.assertIn("before Cinder's copy and after",
+                          checks[volume_id])
+        self.assertIn('sha256 %s' % detached_sum, checks[detached])
         self.assertEqual(detached_sum, self.digest(detached))
         # Drained again, the pool has only the refused volumes to plan.
         again = self.rest('POST', '/os-volume-pools/%s/action' % pool, {

@@ -10,10 +10,11 @@ from volmig.cli import client
 from volmig.cli import columns
 from volmig.cli import options
 
-# (REST key, column) of each volume of a drain.
+# (REST key, column) of each volume of a drain; a Cinder pool's drain
+# says how it checked each move.
 COLUMNS = (('volume_id', 'Volume ID'), ('name', 'Name'),
            ('size_mb', 'Size (MiB)'), ('action', 'Action'),
-           ('state', 'State'), ('reason', 'Reason'))
+           ('state', 'State'), ('reason', 'Reason'), ('check', 'Check'))
 MIB = 1024 * 1024
 
 
