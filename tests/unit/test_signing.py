@@ -481,6 +481,36 @@ class ReplayTest(SigningTestCase):
         self.assertFalse(db_nonces.DatabaseNonces().remember(
             nonce, time.time() + 10))
 
+    def test_conflicts_in_a_row_are_tried_again(self):
+        # A Galera node killed under a migration: its peers gave up the
+        # purge's DELETE, then the insert, as conflicts.
+        store = db_nonces.DatabaseNonces()
+        connect = store._connect
+        conflicts = [3]
+
+        class Conflicts:
+            def __init__(self, connection):
+                self._connection = connection
+
+            def __getattr__(self, name):
+                return getattr(self._connection, name)
+
+            def commit(self):
+                if conflicts[0]:
+                    conflicts[0] -= 1
+                    raise store._dbapi.OperationalError(
+                        1213, 'Deadlock found when trying to get lock')
+                self._connection.commit()
+
+        self.useFixture(fixtures.MockPatchObject(
+            store, '_connect', lambda: Conflicts(connect())))
+        self.useFixture(fixtures.MockPatchObject(time, 'sleep'))
+        store._purged = 0.0
+        self.assertTrue(store.remember('%032x' % 9, time.time() + 10))
+        self.assertEqual(0, conflicts[0])
+        self.assertFalse(db_nonces.DatabaseNonces().remember(
+            '%032x' % 9, time.time() + 10))
+
     def test_the_database_forgets_stale_nonces(self):
         clock = [time.time()]
         self.useFixture(fixtures.MonkeyPatch('time.time', lambda: clock[0]))

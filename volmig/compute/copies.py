@@ -41,33 +41,37 @@ class VolumeCopies:
     def start(self, copy_id: str, src_connection_info: dict,
               dst_connection_info: dict) -> None:
         """Begin a copy, unless it runs or ended well already."""
-        self._submit(copy_id, self._copy, src_connection_info,
-                     dst_connection_info)
+        self._submit(copy_id, 'Volume copy %s', 'verified', self._copy,
+                     src_connection_info, dst_connection_info)
 
     def checksum(self, copy_id: str, connection_info: dict) -> None:
         """Begin hashing one volume, read from the disk, unless it runs
         or ended well already; its status has the checksum."""
-        self._submit(copy_id, self._checksum, connection_info)
+        self._submit(copy_id, 'Volume hash %s', 'done', self._checksum,
+                     connection_info)
 
-    def _submit(self, copy_id: str, work, *args) -> None:
+    def _submit(self, copy_id: str, name: str, ended: str, work,
+                *args) -> None:
         with self._lock:
             if self._copies.get(copy_id, {}).get('state') in (RUNNING,
                                                                DONE):
                 return
             self._copies[copy_id] = {'state': RUNNING, 'done': 0,
                                      'total': 0}
-        self._executor.submit(self._run, copy_id, work, *args)
+        self._executor.submit(self._run, copy_id, name % copy_id, ended,
+                              work, *args)
 
-    def _run(self, copy_id: str, work, *args) -> None:
+    def _run(self, copy_id: str, name: str, ended: str, work,
+             *args) -> None:
         try:
             checksum = work(copy_id, *args)
         except Exception as exc:
-            LOG.exception('Volume job %s failed', copy_id)
+            LOG.exception('%s failed', name)
             self._set(copy_id, state=FAILED,
                       error=exception.safe_message(exc))
             return
-        LOG.info('Volume job %(id)s done: sha256 %(sum)s',
-                 {'id': copy_id, 'sum': checksum})
+        LOG.info('%(name)s %(ended)s: sha256 %(sum)s',
+                 {'name': name, 'ended': ended, 'sum': checksum})
         self._set(copy_id, state=DONE, checksum=checksum)
 
     def status(self, copy_id: str) -> dict:

@@ -24,6 +24,9 @@ LOG = logging.getLogger(__name__)
 
 # Seconds between sweeps of the nonces of stale messages.
 PURGE_INTERVAL = 60.0
+# Tries of a statement, on a new connection after each failure: about
+# 0.6 s in all, well within a caller's timeout.
+ATTEMPTS = 5
 # Each statement in its driver's own form: SQLite's marks (qmark), or
 # psycopg2's and PyMySQL's.
 _STATEMENTS = {
@@ -66,10 +69,15 @@ class DatabaseNonces:
         return connection
 
     def _execute(self, statement: str, parameters: tuple) -> tuple | None:
-        """Committed on the held connection; on a new one once, if it was
-        lost (a database node gone, or restarted) or given up (a Galera
-        node's conflict). Returns the first row the statement read."""
-        for attempt in (1, 2):
+        """Committed on the held connection; on a new one, a few times, if
+        it was lost (a database node gone, or restarted) or given up (a
+        Galera node's conflict: the purge's DELETE and other nodes'
+        inserts conflicted twice running while a node was killed under a
+        migration, and its message failed). Returns the first row the
+        statement read."""
+        for attempt in range(1, ATTEMPTS + 1):
+            if attempt > 1:
+                time.sleep(0.01 * 2 ** attempt)
             if self._connection is None:
                 self._connection = self._connect()
             try:
@@ -87,7 +95,7 @@ class DatabaseNonces:
                     connection.invalidate()
                 except self._dbapi.Error:
                     pass
-                if attempt == 2:
+                if attempt == ATTEMPTS:
                     raise
         return None
 
@@ -97,7 +105,12 @@ class DatabaseNonces:
             now = time.time()
             if now - self._purged > PURGE_INTERVAL:
                 self._purged = now
-                self._execute('purge', (now,))
+                try:
+                    self._execute('purge', (now,))
+                except self._dbapi.Error as exc:
+                    # Housekeeping: the next sweep deletes what this one
+                    # left; the message is not refused for it.
+                    LOG.warning('RPC nonces not purged: %s', exc)
             try:
                 self._execute('insert', (nonce, until, claim))
             except self._dbapi.IntegrityError:
