@@ -495,6 +495,15 @@ class CopyCheckTest(HashTestCase):
         self.assertEqual([('compute-1', self.before, POOL)],
                          self.agents.asked)
 
+    def test_an_agent_gone_has_its_hash_taken_by_another(self):
+        service_db.update(self.ctxt, compute_rpcapi.BINARY, 'compute-2',
+                          compute_rpcapi.TOPIC, '1.6', {})
+        service_db.delete(self.ctxt, compute_rpcapi.BINARY, 'compute-1')
+        self.drains.run_once()
+        self.assertEqual(('compute-2', self.before, POOL),
+                         self.agents.asked[-1])
+        self.assertEqual('compute-2', self.entries()['loose']['job']['host'])
+
     def test_a_volume_attached_meanwhile_is_planned_again(self):
         self.cinder.volumes['loose']['attachments'].append(
             {'id': 'att-late', 'instance_uuid': 's1', 'attach_mode': 'rw'})

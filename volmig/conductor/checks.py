@@ -111,7 +111,16 @@ class Checksums:
 
     def result(self, ctxt, job: dict) -> str | None:
         """The checksum once the agent has it; None while it works (or
-        does not answer). Raises what the agent failed with."""
+        does not answer). Raises what the agent failed with. An agent
+        that is down has its hash taken by another that is up (on the
+        same attachment, connected there), or it would be waited for as
+        long as its host stays gone."""
+        if not self._up(ctxt, job['host']):
+            host = self.agent(ctxt)
+            if host is not None:
+                job['host'] = host
+                self._ask(ctxt, job)
+            return None
         try:
             status = self.compute_api.volume_copy_status(ctxt, job['host'],
                                                          job['id'])
@@ -129,6 +138,14 @@ class Checksums:
                 reason=status.get('error'))
         return status.get('checksum') if status['state'] == copies.DONE \
             else None
+
+    @staticmethod
+    def _up(ctxt, host: str) -> bool:
+        try:
+            return services.service_is_up(service_db.get(
+                ctxt, compute_rpcapi.BINARY, host))
+        except exception.ServiceNotFound:
+            return False
 
     def end(self, ctxt, job: dict) -> None:
         """Delete the job's attachment, if it has one still."""
