@@ -4,11 +4,18 @@ files: a hash read from the disk, and a failure that names its cause."""
 import hashlib
 import os
 import time
+from unittest import mock
 
 import fixtures
+import oslo_messaging as messaging
 from oslotest import base
 
+from tests import fixtures as volmig_fixtures
+from volmig import context as volmig_context
+from volmig import exception
+from volmig import signing
 from volmig.compute import copies
+from volmig.compute import manager
 from volmig.compute import volumes
 from volmig.conf import CONF
 
@@ -55,3 +62,47 @@ class VolumeCopiesTest(base.BaseTestCase):
 
     def test_a_job_unknown_here_says_so(self):
         self.assertEqual({'state': copies.UNKNOWN}, self.jobs.status('other'))
+
+
+class AgentEndpointsTest(base.BaseTestCase):
+    """Only a controller may ask an agent for a Nova guest's disk or a
+    volume's hash: another agent, volmig-volume or a block-storage client
+    naming any server, volume or connection is refused, and nothing is
+    read or begun."""
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(volmig_fixtures.ConfFixture())
+        self.read = []
+        self.useFixture(fixtures.MockPatch(
+            'volmig.compute.nova_disks.source',
+            lambda *args: self.read.append(args) or '/live'))
+        self.agent = mock.Mock(spec=['copies'])
+
+    def call(self, sender, method, **kwargs):
+        ctxt = volmig_context.RequestContext(sender=sender)
+        try:
+            return getattr(manager.ComputeManager, method)(
+                self.agent, ctxt, **kwargs)
+        except messaging.ExpectedException as exc:
+            raise exc.exc_info[1] from None
+
+    def test_hosts_and_clients_are_refused(self):
+        calls = {'nova_disk': {'server_id': 'another-hosts-server',
+                               'volume_id': 'another-tenants-volume'},
+                 'volume_checksum': {'copy_id': 'job',
+                                     'connection_info': connection('/x')}}
+        for kind in (signing.COMPUTE, signing.VOLUME, signing.CLIENT):
+            for method, kwargs in calls.items():
+                self.assertRaises(exception.MessageRefused, self.call,
+                                  signing.Sender(kind, 'compute-2'),
+                                  method, **kwargs)
+        self.assertEqual([], self.read)
+        self.agent.copies.checksum.assert_not_called()
+        # A controller's are served.
+        controller = signing.Sender(signing.CONTROLLER, 'ctl')
+        self.assertEqual('/live', self.call(controller, 'nova_disk',
+                                            **calls['nova_disk']))
+        self.call(controller, 'volume_checksum', **calls['volume_checksum'])
+        self.agent.copies.checksum.assert_called_once_with(
+            'job', connection('/x'))
