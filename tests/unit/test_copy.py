@@ -16,6 +16,7 @@ from tests import fixtures as fixtures_mod
 from volmig import exception
 from volmig.conf import CONF
 from volmig.datapath import copy
+from volmig.datapath import pacing
 from volmig.datapath import reading
 
 MIB = 1024 * 1024
@@ -165,9 +166,11 @@ class VerifiedCopyTest(base.BaseTestCase):
                 self.reached = max(self.reached, done)
 
         self.useFixture(fixtures.MockPatchObject(reading, 'Throttle', Pace))
-        copy.copy(self.src, self.dst, MIB, 3 * MIB, offload=self.offload,
+        share = pacing.Share(3 * MIB)
+        copy.copy(self.src, self.dst, MIB, share, offload=self.offload,
                   io_size=self.io_size)
-        reading.sha256_from_disk(self.dst, MIB, self.io_size, 3 * MIB)
+        reading.sha256_from_disk(self.dst, MIB, self.io_size,
+                                 share.throttle())
         # The kernel's copy, and src hashed beside it; else one pass.
         self.assertEqual([(3 * MIB, 16 * MIB)] * (3 if self.offload else 2),
                          [(pace.rate, pace.reached) for pace in passes])

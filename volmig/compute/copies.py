@@ -21,7 +21,6 @@ from oslo_log import log as logging
 from volmig import exception
 from volmig.compute import volumes
 from volmig.datapath import copy as copy_mod
-from volmig.datapath import reading
 
 LOG = logging.getLogger(__name__)
 
@@ -90,9 +89,8 @@ class VolumeCopies:
             lambda done, total: self._set(copy_id, done=done, total=total))
 
     def _checksum(self, copy_id: str, info: dict) -> str:
-        chunk, io = copy_mod.conf_sizes(self.conf)
-        return reading.sha256_from_disk(
-            self.volumes.path(info), chunk, io,
+        return copy_mod.checksum(
+            self.volumes.path(info), self.conf,
             self.conf.storage.max_bandwidth_mbps * 1024 * 1024)
 
     def stop(self) -> None:

@@ -35,15 +35,22 @@ storage_opts = [
                      'one, else copy_file_range (server-side on NFS 4.2). '
                      'Off, or across file systems, volmig-volume reads src '
                      'and writes dst with O_DIRECT.'),
+    cfg.BoolOpt('copy_pacing', default=True,
+                help='Pace each migration copy (and each hash of a volume '
+                     'for a drain) from the latency of a probe that reads '
+                     'the volume\'s disk as a guest would: slower while '
+                     'I/O on that disk waits, faster while it does not. '
+                     'The copies on one disk share one pace. Off, a copy '
+                     'runs as fast as the disk and max_bandwidth_mbps '
+                     'let it, and the guests on that disk wait behind it.'),
     cfg.IntOpt('max_bandwidth_mbps', default=0, min=0,
-               help='Default bandwidth cap of a migration copy in MiB/s; '
-                    '0 for none. A migration request may set its own. It '
-                    'paces every pass over the disk: the copy, the hash '
-                    'of src, and the check of dst, which reads dst back '
-                    'behind the copy. Speed for quietness: the guests '
-                    'writing to the same disk wait behind the copy\'s '
-                    'rate. The compute agent\'s copy for Cinder (the '
-                    'compute API\'s path) keeps to it too.'),
+               help='Ceiling of a migration copy\'s rate in MiB/s; 0 for '
+                    'none. A migration request may set its own. It bounds '
+                    'every pass over the disk: the copy, the hash of src, '
+                    'and the check of dst, which reads dst back behind the '
+                    'copy; copy_pacing may keep them slower. The compute '
+                    'agent\'s copy for Cinder (the compute API\'s path) '
+                    'keeps to it too.'),
     cfg.IntOpt('migration_workers', default=4, min=1,
                help='Threads that drive migrations (copy, complete) at '
                     'the same time.'),

@@ -10,10 +10,11 @@ the check comes from the disk, not from the page cache, and costs no
 pass of its own after the copy. Where O_DIRECT is refused (tmpfs), dst
 is fdatasync'd, its cached pages dropped, and read back after the copy.
 
-All of it is background I/O (the idle I/O class), and a bandwidth cap
-paces every pass over the disk (the copy, the hash of src beside the
-kernel's copy, the check), since a guest on that disk waits behind
-whichever of them runs unpaced.
+All of it is background I/O (the idle I/O class), and one pace
+(``pacing``) keeps every pass over the disk (the copy, the hash of src
+beside the kernel's copy, the check) to the rate the guests on that disk
+leave it, under the copy's ceiling, since a guest waits behind whichever
+of them runs unpaced.
 """
 
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from volmig import exception
+from volmig.datapath import pacing
 from volmig.datapath import reading
 from volmig.datapath import writeback
 
@@ -110,7 +112,7 @@ def _direct(src: int, dst_path: str, size: int, chunk: int, io: int,
 
 @reading.background_io()
 def copy(src_path: str, dst_path: str, chunk_size: int,
-         max_bytes_per_second: int = 0,
+         share: pacing.Share | None = None,
          progress: reading.Progress | None = None, offload: bool = True,
          io_size: int = 0, settled: reading.Settled | None = None) -> str:
     """Copy src into dst, which is new and reads as zeros; returns src's
@@ -119,10 +121,11 @@ def copy(src_path: str, dst_path: str, chunk_size: int,
     and dst share a file system. ``io_size``: the largest single read or
     write, the chunk's size if 0. ``settled`` is moved on as dst is on
     the disk, and failed if the copy fails, which stops whatever reads
-    behind it."""
+    behind it. ``share``: the copy's pace, none if not given."""
     chunk, io = reading.sizes(chunk_size, io_size)
     digest = reading.Digest()
-    throttle = reading.Throttle(max_bytes_per_second)
+    share = share or pacing.Share(0)
+    throttle = share.throttle()
     settled = settled or reading.Settled()
     # Shut down only once a failure is known, so a hash beside a failed
     # copy stops instead of reading the rest of src first.
@@ -137,8 +140,8 @@ def copy(src_path: str, dst_path: str, chunk_size: int,
         # src is hashed while the kernel copies it, at the same pace.
         hashed = hasher.submit(
             reading.walk, src, size, chunk, digest, bytes(chunk),
-            lambda offset, view: settled.check(), None,
-            reading.Throttle(max_bytes_per_second), io)
+            lambda offset, view: settled.check(), None, share.throttle(),
+            io)
         dst = os.open(dst_path, os.O_WRONLY)
         try:
             _kernel_copy(src, dst, size, io, progress, throttle, settled)
@@ -165,25 +168,36 @@ def checked_copy(src_path: str, dst_path: str, conf, name: str,
     done. Raises ChecksumMismatch, naming ``name``, when they differ."""
     chunk, io = conf_sizes(conf)
     settled = reading.Settled()
-    with futures.ThreadPoolExecutor(max_workers=1) as checker:
+    with pacing.shared(src_path, max_bytes_per_second,
+                       conf.storage.copy_pacing) as share, \
+            futures.ThreadPoolExecutor(max_workers=1) as checker:
         checking = checker.submit(
             reading.sha256_behind, dst_path, os.stat(src_path).st_size,
-            chunk, io, max_bytes_per_second, settled)
+            chunk, io, share.throttle(), settled)
         # A copy that fails fails ``settled``, which stops the check.
-        src_sum = copy(src_path, dst_path, chunk, max_bytes_per_second,
-                       progress, conf.storage.copy_offload, io, settled)
+        src_sum = copy(src_path, dst_path, chunk, share, progress,
+                       conf.storage.copy_offload, io, settled)
         copied()
         dst_sum = checking.result()
-    if dst_sum is None:
-        # O_DIRECT refused: read back once dst's cached pages are dropped.
-        dst_sum = reading.sha256_from_disk(dst_path, chunk, io,
-                                           max_bytes_per_second)
+        if dst_sum is None:
+            # O_DIRECT refused: read back once dst's cached pages are
+            # dropped.
+            dst_sum = reading.sha256_from_disk(dst_path, chunk, io,
+                                               share.throttle())
     # src is frozen since start, so dst, read back from the disk, must
     # match the digest src had as it was copied.
     if src_sum != dst_sum:
         raise exception.ChecksumMismatch(volume_id=name, src=src_sum,
                                          dst=dst_sum)
     return src_sum
+
+
+def checksum(path: str, conf, max_bytes_per_second: int) -> str:
+    """A volume's sha256 from the disk, at the pace its disk allows."""
+    chunk, io = conf_sizes(conf)
+    with pacing.shared(path, max_bytes_per_second,
+                       conf.storage.copy_pacing) as share:
+        return reading.sha256_from_disk(path, chunk, io, share.throttle())
 
 
 def verified_copy(volumes, conf, volume: dict, dst: dict,

@@ -236,34 +236,33 @@ def background_io():
         thread.ionice(before.ioclass, before.value)
 
 
-def _hash(fd: int, size: int, chunk: int, io: int,
-          max_bytes_per_second: int,
+def _hash(fd: int, size: int, chunk: int, io: int, throttle: Throttle,
           settled: Callable[[int], int] | None = None) -> str:
     digest = Digest()
     walk(fd, size, chunk, digest, bytes(chunk), lambda offset, view: None,
-         None, Throttle(max_bytes_per_second), io, settled)
+         None, throttle, io, settled)
     return digest.hexdigest()
 
 
 @background_io()
 def sha256_from_disk(path: str, chunk_size: int, io_size: int = 0,
-                     max_bytes_per_second: int = 0) -> str:
+                     throttle: Throttle | None = None) -> str:
     """The file's sha256, read with O_DIRECT (or after its cached pages
-    are dropped), holes hashed as zeros, at most at the given rate."""
+    are dropped), holes hashed as zeros, at the throttle's pace."""
     chunk, io = sizes(chunk_size, io_size)
     fd, direct = open_direct(path, os.O_RDONLY, os.stat(path).st_size)
     try:
         if not direct:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         return _hash(fd, os.fstat(fd).st_size, chunk, io,
-                     max_bytes_per_second)
+                     throttle or Throttle(0))
     finally:
         os.close(fd)
 
 
 @background_io()
 def sha256_behind(path: str, size: int, chunk_size: int, io_size: int,
-                  max_bytes_per_second: int, settled: Settled) -> str | None:
+                  throttle: Throttle, settled: Settled) -> str | None:
     """The sha256 of a file's first ``size`` bytes, read with O_DIRECT
     behind a copy into it, each chunk once ``settled`` has passed it;
     None where O_DIRECT is refused, as the read would then come from
@@ -273,7 +272,6 @@ def sha256_behind(path: str, size: int, chunk_size: int, io_size: int,
     try:
         if not direct:
             return None
-        return _hash(fd, size, chunk, io, max_bytes_per_second,
-                     settled.past)
+        return _hash(fd, size, chunk, io, throttle, settled.past)
     finally:
         os.close(fd)

@@ -1,0 +1,105 @@
+"""The copy's pace, decided from probe latencies recorded on this
+machine: ``pacing_series.json`` holds, in ms, a probe's 4 KiB reads of a
+1 GiB volume every 20 ms while volmig-guest (TCG) wrote to its disk as
+fast as it could, first with nothing else on the disk (``idle``), then
+beside volmig's unpaced checked copy of that volume (``copy``)."""
+
+import json
+import os
+import tempfile
+
+from oslotest import base
+
+from volmig.datapath import pacing
+
+MIB = pacing.MIB
+
+
+def series(name: str) -> list[float]:
+    with open(os.path.join(os.path.dirname(__file__),
+                           'pacing_series.json')) as handle:
+        return [ms / 1000 for ms in json.load(handle)[name]]
+
+
+def play(pacer: pacing.Pacer, latencies: list[float],
+         limited: bool = True) -> list[float]:
+    """The rate after each decision, the probes 20 ms apart."""
+    rates = []
+    for n, latency in enumerate(latencies):
+        if pacer.observe(latency, n * pacing.PROBE_INTERVAL, limited):
+            rates.append(pacer.rate)
+    return rates
+
+
+class PacerTest(base.BaseTestCase):
+
+    def test_it_backs_off_while_a_guest_waits_behind_the_copy(self):
+        pacer = pacing.Pacer(1024 * MIB)
+        rates = play(pacer, series('copy'))
+        # The probes waited: the rate ends at a fraction of its start.
+        self.assertLess(rates[-1], 1024 * MIB / 4)
+        self.assertGreater(pacer.delay, 0)
+
+    def test_it_recovers_when_the_guest_no_longer_waits(self):
+        pacer = pacing.Pacer(1024 * MIB)
+        fallen = play(pacer, series('copy'))[-1]
+        rates = play(pacer, series('idle'))
+        self.assertGreater(rates[-1], 4 * fallen)
+        # Each decision on the idle disk raised it.
+        self.assertEqual(sorted(rates), rates)
+
+    def test_it_never_stops_a_copy(self):
+        pacer = pacing.Pacer(pacing.MIN_RATE)
+        rates = play(pacer, series('copy') * 5)
+        self.assertEqual(pacing.MIN_RATE, min(rates))
+
+    def test_a_rate_that_holds_nothing_back_is_not_raised(self):
+        """A copy slower than its rate (a slow disk, a remote one) leaves
+        the rate where it is: raised, it would let the copy burst later,
+        when a guest may be there."""
+        pacer = pacing.Pacer(100 * MIB)
+        rates = play(pacer, series('idle'), limited=False)
+        self.assertEqual({100 * MIB}, set(rates))
+
+    def test_the_delay_is_over_the_lowest_probe(self):
+        pacer = pacing.Pacer(100 * MIB)
+        # A slower disk: its base is 5 ms, and 5.5 ms is on target.
+        play(pacer, [0.005] + [0.0055] * (pacing.WINDOW * 4 - 1))
+        self.assertAlmostEqual(0.0005, pacer.delay)
+        self.assertGreater(pacer.rate, 100 * MIB)
+
+    def test_the_base_forgets_what_is_older_than_its_minutes(self):
+        pacer = pacing.Pacer(100 * MIB)
+        pacer.observe(0.0001, 0, True)
+        for minute in range(1, pacing.BASE_MINUTES + 1):
+            pacer.observe(0.004, minute * 60, True)
+        self.assertEqual(0.004, pacer.base)
+
+
+class ShareTest(base.BaseTestCase):
+
+    def setUp(self):
+        super().setUp()
+        handle, self.path = tempfile.mkstemp()
+        self.addCleanup(os.unlink, self.path)
+        os.write(handle, os.urandom(1024 * 1024))
+        os.close(handle)
+
+    def test_copies_on_one_disk_split_its_rate(self):
+        with pacing.shared(self.path, 0, True) as one:
+            rate = one.disk.pacer.rate
+            with pacing.shared(self.path, 0, True) as two:
+                self.assertIs(one.disk, two.disk)
+                self.assertEqual(rate / 2, one.rate())
+                self.assertEqual(rate / 2, two.rate())
+
+    def test_the_ceiling_bounds_a_copy_s_share(self):
+        with pacing.shared(self.path, 2 * MIB, True) as share:
+            self.assertEqual(2 * MIB, share.rate())
+            share.disk.pacer.rate = MIB
+            self.assertEqual(MIB, share.rate())
+
+    def test_without_pacing_the_ceiling_alone(self):
+        with pacing.shared(self.path, 3 * MIB, False) as share:
+            self.assertIsNone(share.disk)
+            self.assertEqual(3 * MIB, share.throttle().rate)
