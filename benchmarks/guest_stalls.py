@@ -3,6 +3,7 @@ legacy mirror swap, and where a stall comes from.
 
     python -m benchmarks.guest_stalls [--driver qemu libvirt] [--runs 5]
         [--size-mb 512] [--copy-io-kb N] [--max-bandwidth-mbps N]
+        [--pacing] [--plot FILE]
 
 For each driver: separate volmig-conductor, volmig-api, volmig-volume and
 volmig-compute processes on a RabbitMQ vhost of their own, and one
@@ -29,7 +30,10 @@ Each run measures, on the same guest, disk and load:
     pivot), back to the first pool.
 
 Each window gives the gaps' p50, p99 and maximum; the last lines give
-the median of each over the runs.
+the median of each over the runs. Then the pace of each migration's copy
+(``volmig.datapath.pacing``) decision by decision, beside the guest's
+longest wait since the decision before; ``--plot FILE`` draws it (SVG or
+PNG, by the name; needs matplotlib: ``pip install volmig[bench]``).
 """
 
 # The backend must be chosen before oslo.messaging is imported.
@@ -45,6 +49,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 
 from benchmarks import guest_pauses  # noqa: E402
+from benchmarks import pace_trace  # noqa: E402
 from benchmarks import polling  # noqa: E402
 from tests import real_guest  # noqa: E402
 from volmig import block_storage  # noqa: E402
@@ -189,8 +194,29 @@ class Run:
                 for name, spells in self.windows.items()}
 
 
+def pace(measured: Run, volume_log: str, plot: str | None) -> None:
+    """The pace of each migration's copy, from volmig-volume's log."""
+    trace = pace_trace.decisions(volume_log,
+                                 time.time() - time.monotonic())
+    if not trace:
+        print("  no pace to show: the copies kept to the cap alone")
+        return
+    acks = measured.console.ack_times(measured.serial)
+    windows = [pace_trace.rows(trace, acks, began, ended)
+               for began, ended in measured.windows['copy']]
+    print("  the copy's pace, decision by decision (seconds into the "
+          "copy: MiB/s, probes' delay ms, guest's longest wait ms):")
+    for n, window in enumerate(windows, 1):
+        print('  run %d: %s' % (n, '  '.join(
+            '%.1f:%.0f,%.1f,%.0f' % row for row in window)))
+    if plot:
+        pace_trace.plot(plot, "%s driver: the copy's pace beside the "
+                        "guest's writes" % measured.driver, windows)
+        print('  plotted in %s' % plot)
+
+
 def run(driver: str, runs: int, size_mb: int, pools: dict,
-        cap_mbps: int) -> None:
+        cap_mbps: int, volume_log: str, plot: str | None) -> None:
     real_guest.register(CONF.qemu.image_dir, interval=0)
     measured = Run(driver, size_mb, pools, cap_mbps)
     time.sleep(3)
@@ -199,10 +225,11 @@ def run(driver: str, runs: int, size_mb: int, pools: dict,
     results = measured.report()
     print()
     print('%s driver, %d MiB of data, [storage] copy_io_kb %d, copy cap '
-          "%s, %d run(s); gaps between the guest's acknowledged 4 KiB "
-          'O_DIRECT+fsync writes, ms:' % (
+          "%s, pacing %s, %d run(s); gaps between the guest's acknowledged "
+          '4 KiB O_DIRECT+fsync writes, ms:' % (
               driver, size_mb, CONF.storage.copy_io_kb,
-              '%d MiB/s' % cap_mbps if cap_mbps else 'none', runs))
+              '%d MiB/s' % cap_mbps if cap_mbps else 'none',
+              'on' if CONF.storage.copy_pacing else 'off', runs))
     print('  %-14s %s' % ('window', '  '.join(
         'run %d p50/p99/max' % n for n in range(1, runs + 1))))
     for name in WINDOWS:
@@ -222,6 +249,7 @@ def run(driver: str, runs: int, size_mb: int, pools: dict,
     print('  whole migration %.2f s, legacy mirror %.2f s (medians)' % (
         statistics.median(whole), statistics.median(
             end - began for began, end in measured.windows['mirror'])))
+    pace(measured, volume_log, plot)
 
 
 def main() -> None:
@@ -237,27 +265,43 @@ def main() -> None:
     parser.add_argument('--max-bandwidth-mbps', type=int, default=0,
                         help="The migrations' and the copy alone's cap, "
                         'MiB/s; 0 for none.')
+    parser.add_argument('--pacing', action='store_true',
+                        help='[storage] copy_pacing on: the copies take '
+                        'their rate from their disk, under the cap.')
+    parser.add_argument('--plot', help="Draw the copies' pace into this "
+                        'file (.svg or .png); with two drivers, each '
+                        "driver's name is put before the suffix.")
     args = parser.parse_args()
     if len(args.driver) > 1:
         # One process per driver: a process parses its configuration once.
         for driver in args.driver:
+            root, suffix = os.path.splitext(args.plot or '')
             subprocess.run([sys.executable, '-m', 'benchmarks.guest_stalls',
                             '--driver', driver, '--runs', str(args.runs),
                             '--size-mb', str(args.size_mb),
                             '--copy-io-kb', str(args.copy_io_kb),
                             '--max-bandwidth-mbps',
-                            str(args.max_bandwidth_mbps)],
+                            str(args.max_bandwidth_mbps),
+                            *(['--pacing'] if args.pacing else []),
+                            *(['--plot', '%s-%s%s' % (root, driver, suffix)]
+                              if args.plot else [])],
                            check=True)
         return
     [driver] = args.driver
     with guest_pauses.driver_cluster(driver, {
             ('qemu', 'export_disks'): False,
+            # The pace's decisions are logged at debug level.
+            ('DEFAULT', 'debug'): True,
+            ('storage', 'copy_pacing'): args.pacing,
             ('storage', 'max_bandwidth_mbps'): 0,
-            ('storage', 'copy_io_kb'): args.copy_io_kb}) as (_, pools):
+            ('storage', 'copy_io_kb'): args.copy_io_kb}) as (services,
+                                                             pools):
         # This process's copy alone too.
         CONF.set_override('copy_io_kb', args.copy_io_kb, 'storage')
+        CONF.set_override('copy_pacing', args.pacing, 'storage')
         run(driver, args.runs, args.size_mb, pools,
-            args.max_bandwidth_mbps)
+            args.max_bandwidth_mbps,
+            services.processes['volume'].log_path, args.plot)
 
 if __name__ == '__main__':
     main()

@@ -78,11 +78,20 @@ class VerifiedCopyTest(base.BaseTestCase):
 
     # io_size: the largest single I/O ([storage] copy_io_kb); 0, the
     # chunk's.
-    scenarios = [('o_direct', {'offload': False, 'io_size': 0}),
-                 ('kernel', {'offload': True, 'io_size': 0}),
+    # pacing: [storage] copy_pacing, for the checked copies.
+    scenarios = [('o_direct', {'offload': False, 'io_size': 0,
+                               'pacing': False}),
+                 ('kernel', {'offload': True, 'io_size': 0,
+                             'pacing': False}),
                  ('o_direct_small_io', {'offload': False,
-                                        'io_size': 64 * 1024}),
-                 ('kernel_small_io', {'offload': True, 'io_size': 64 * 1024})]
+                                        'io_size': 64 * 1024,
+                                        'pacing': False}),
+                 ('kernel_small_io', {'offload': True, 'io_size': 64 * 1024,
+                                      'pacing': False}),
+                 ('o_direct_paced', {'offload': False, 'io_size': 0,
+                                     'pacing': True}),
+                 ('kernel_paced', {'offload': True, 'io_size': 0,
+                                   'pacing': True})]
 
     def setUp(self):
         super().setUp()
@@ -202,7 +211,8 @@ class VerifiedCopyTest(base.BaseTestCase):
     def conf(self):
         fixture = self.useFixture(fixtures_mod.ConfFixture())
         fixture.conf(copy_chunk_kb=1024, copy_io_kb=self.io_size // 1024,
-                     copy_offload=self.offload, group='storage')
+                     copy_offload=self.offload, copy_pacing=self.pacing,
+                     group='storage')
         return CONF
 
     def checked_copy(self, progress=None):

@@ -35,14 +35,16 @@ storage_opts = [
                      'one, else copy_file_range (server-side on NFS 4.2). '
                      'Off, or across file systems, volmig-volume reads src '
                      'and writes dst with O_DIRECT.'),
-    cfg.BoolOpt('copy_pacing', default=True,
+    cfg.BoolOpt('copy_pacing', default=False,
                 help='Pace each migration copy (and each hash of a volume '
                      'for a drain) from the latency of a probe that reads '
                      'the volume\'s disk as a guest would: slower while '
                      'I/O on that disk waits, faster while it does not. '
-                     'The copies on one disk share one pace. Off, a copy '
-                     'runs as fast as the disk and max_bandwidth_mbps '
-                     'let it, and the guests on that disk wait behind it.'),
+                     'The copies on one disk in a process share one pace. '
+                     'The probe cannot tell a guest\'s I/O from the '
+                     'copy\'s own, so on a disk that no guest uses the '
+                     'copy runs slower than without it. Off, a copy runs '
+                     'as fast as the disk and max_bandwidth_mbps let it.'),
     cfg.IntOpt('max_bandwidth_mbps', default=0, min=0,
                help='Ceiling of a migration copy\'s rate in MiB/s; 0 for '
                     'none. A migration request may set its own. It bounds '

@@ -41,15 +41,18 @@ LOG = logging.getLogger(__name__)
 MIB = 1024 * 1024
 # Seconds between probes: a guest writing every 20 ms is seen.
 PROBE_INTERVAL = 0.02
-# Probes per decision: 100 ms, in which the rate moves at most 25 %.
+# Probes per decision: 100 ms, in which the rate moves at most 25 %
+# (GAIN up, BACKOFF down).
 WINDOW = 5
 # The probes' median wait over the base that the copies keep to; the
 # base when that is more (a slow disk's reads vary by about their own
 # time).
 TARGET = 0.001
 GAIN = 0.25
+# The most one decision takes off the rate.
+BACKOFF = 0.25
 # The rate a disk's copies start at, and never go below, bytes/s.
-START_RATE = 64 * MIB
+START_RATE = 256 * MIB
 MIN_RATE = 8 * MIB
 # The base is the lowest probe of the last BASE_MINUTES minutes.
 BASE_MINUTES = 10
@@ -61,8 +64,8 @@ class Pacer:
     """The decision, from the probes' latencies alone: the rate that
     the copies on one disk may take together."""
 
-    def __init__(self, rate: float = START_RATE):
-        self.rate = float(rate)
+    def __init__(self, rate: float | None = None):
+        self.rate = float(rate or START_RATE)
         self.delay = 0.0
         self._window: list[float] = []
         # (minute, lowest latency in it), oldest first.
@@ -89,9 +92,9 @@ class Pacer:
         self.delay = statistics.median(self._window) - base
         self._window = []
         target = max(TARGET, base)
-        # 1 when the probes wait for nothing, down to -2 (the rate
-        # halved) when they wait three times the target.
-        off_target = max(-2.0, (target - self.delay) / target)
+        # 1 when the probes wait for nothing; negative when they wait
+        # more than the target, down to a cut of BACKOFF.
+        off_target = max(-BACKOFF / GAIN, (target - self.delay) / target)
         if off_target > 0 and not limited:
             # The copies go slower than the rate already: raising it
             # would let them burst later, when a guest may be there.
