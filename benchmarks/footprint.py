@@ -4,6 +4,7 @@ and connections, and the rows of each table."""
 import os
 import subprocess
 
+import psutil
 import sqlalchemy as sa
 
 
@@ -23,6 +24,41 @@ def cpu_seconds(*pids: int) -> float:
             fields = stat.read().rsplit(')', 1)[1].split()
         total += int(fields[11]) + int(fields[12])
     return total / os.sysconf('SC_CLK_TCK')
+
+
+def cpu_by_name(*names: str) -> float:
+    """CPU seconds that the processes of these names have used so far
+    (the broker's ``beam.smp``, PostgreSQL's backends), summed."""
+    total = 0.0
+    for process in psutil.process_iter(['name', 'cpu_times']):
+        if process.info['name'] in names and process.info['cpu_times']:
+            times = process.info['cpu_times']
+            total += times.user + times.system
+    return total
+
+
+def process_kinds(services, agents) -> dict:
+    """What each kind of process has spent so far, in CPU seconds, by
+    kind: where a migration's machine CPU goes."""
+    def of(prefix: str):
+        return [process.process.pid for name, process
+                in services.processes.items() if name.startswith(prefix)]
+    pools = [pool.process.pid for pool in agents]
+    return {
+        'conductors': lambda: cpu_seconds(*of('conductor')),
+        'APIs': lambda: cpu_seconds(*of('api')),
+        'agents': lambda: cpu_seconds(*pools),
+        'the client': lambda: cpu_seconds(os.getpid()),
+        'RabbitMQ': lambda: cpu_by_name('beam.smp'),
+        'PostgreSQL': lambda: cpu_by_name('postgres'),
+    }
+
+
+def shares(by_kind: dict[str, float], busy: float, per: int) -> str:
+    """Each kind's CPU, and the rest of the machine's, per ``per``, ms."""
+    return ', '.join('%s %.0f' % (kind, 1000 * spent / per) for kind, spent
+                     in dict(by_kind, **{'the rest': busy - sum(
+                         by_kind.values())}).items())
 
 
 def broker(vhost: str) -> dict[str, int]:

@@ -303,10 +303,14 @@ def main() -> None:
                                    **footprint.rows(engine))
                 served_before = served.requests_served(ports)
                 sent_before = served.statements_sent(ports)
+                kinds = footprint.process_kinds(services, agents)
+                kinds_before = {kind: cost() for kind, cost in kinds.items()}
                 cpu_before = footprint.cpu_seconds(*conductors)
                 busy_before = footprint.machine_busy_seconds()
                 seconds = migrate_all(pairs, args.concurrency)
                 cpu = footprint.cpu_seconds(*conductors) - cpu_before
+                by_kind = {kind: cost() - kinds_before[kind]
+                           for kind, cost in kinds.items()}
                 busy = footprint.machine_busy_seconds() - busy_before
                 requests = served.served_since(served_before, ports)
                 sent = served.statements_sent(ports) - sent_before
@@ -356,6 +360,8 @@ def main() -> None:
     print('machine CPU: %.0f ms per migration, %.1f of %d cores busy'
           % (1000 * busy / args.migrations, busy / seconds,
              os.cpu_count() or 0))
+    print('  of which, ms per migration: %s'
+          % footprint.shares(by_kind, busy, args.migrations))
     # The bare calls ran from as many threads, just before.
     bare_cpu = bare_busy / bare_calls
     print('machine CPU per bare call: %.1f ms; a migration costs %.1f bare '
