@@ -30,6 +30,8 @@ Then, on the same disk, against the baselines (``--only baselines``):
   guests) at --max-parallel 1, 2 and 4, against the sum of plain ``dd``
   copies of the same files.
 
+``--pacing`` turns ``[storage] copy_pacing`` on for every copy.
+
 Targets: pause <= 5 ms at start and <= 25 ms at complete; copy >= 0.9x
 dd; verified copy <= 1.5x cold dd; the new path's total <= 1.0x the
 mirror, with a lower p99. The first part alone is ``--only pauses``.
@@ -358,10 +360,15 @@ def main() -> None:
                         'baselines: the cold-cache copy against dd, the '
                         'whole path against the legacy mirror, and a '
                         'drain against dd.')
+    parser.add_argument('--pacing', action='store_true',
+                        help='[storage] copy_pacing on, for every copy.')
     args = parser.parse_args()
 
     with cluster.qemu_cluster(
-            {('DEFAULT', 'report_interval'): 2}) as (services, pools):
+            {('DEFAULT', 'report_interval'): 2,
+             ('storage', 'copy_pacing'): args.pacing}) as (services, pools):
+        # This process's cold copies too.
+        CONF.set_override('copy_pacing', args.pacing, 'storage')
         if args.only != 'baselines':
             run(args.size_mb, services.processes['compute-1'].process.pid,
                 pools)
