@@ -256,7 +256,8 @@ class CinderMigrationTest(LiveRetype, cinder_base.CinderTestCase):
         self.assertEqual(('error', 'in-use', 'nfs-a-multi'),
                          (volume['migration_status'], volume['status'],
                           volume['volume_type']))
-        [move] = moves.get_all(self.admin, ['done', 'failed'])
+        # volmig tells Cinder before it records the move as failed.
+        [move] = self.wait_for_move(['done', 'failed'])
         self.assertEqual('failed', move['status'])
         self.assertIn('read/write', move['error'])
         self.assertEqual(sorted(servers), sorted(
