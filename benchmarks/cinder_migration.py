@@ -80,6 +80,10 @@ class Deployment(fixtures.Fixture):
         self.dir = self.useFixture(fixtures.TempDir()).path
         vhost = self.useFixture(cluster.VhostFixture())
         config.parse_args([], default_config_files=[], setup_logging=False)
+        # The hosts' keys are registered in the database as they are made.
+        db_url = 'sqlite:///%s/volmig.sqlite' % self.dir
+        db_api.configure(db_url)
+        schema.upgrade()
         cluster.master_key(self.dir)
         self.cinder.start_volmig_volume(vhost.url)
         images = os.path.join(self.dir, 'images')
@@ -93,9 +97,6 @@ class Deployment(fixtures.Fixture):
         options.update(self.cinder.volmig_options())
         options.update(self.keystone.authtoken_options())
         self.guests = os.path.join(self.dir, 'compute', 'guests')
-        db_url = 'sqlite:///%s/volmig.sqlite' % self.dir
-        db_api.configure(db_url)
-        schema.upgrade()
         self.useFixture(cluster.Cluster(self.dir, vhost.url, db_url,
                                         ['compute-1'], options=options))
         self.token = self.keystone.admin.get_token()
