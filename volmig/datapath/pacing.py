@@ -20,6 +20,10 @@ one disk in a process share one probe and one rate, split between them,
 so a drain of many volumes adds up to the same wait as one copy; copies
 in other processes see that wait in their own probes, and yield too.
 The copy's ceiling (``max_bandwidth_mbps``) still bounds each copy.
+
+The probe also waits behind the copy's own I/O: on a disk that nobody
+else uses it keeps the queue short for nobody, and the copy runs slower
+than unpaced. That is why ``[storage] copy_pacing`` is off by default.
 """
 
 import collections
@@ -51,7 +55,8 @@ TARGET = 0.001
 GAIN = 0.25
 # The most one decision takes off the rate.
 BACKOFF = 0.25
-# The rate a disk's copies start at, and never go below, bytes/s.
+# The rate a disk's copies start at, and the least they are given,
+# bytes/s: a copy always ends.
 START_RATE = 256 * MIB
 MIN_RATE = 8 * MIB
 # The base is the lowest probe of the last BASE_MINUTES minutes.
