@@ -7,6 +7,7 @@ beside volmig's unpaced checked copy of that volume (``copy``)."""
 import json
 import os
 import tempfile
+import time
 
 import fixtures
 from oslotest import base
@@ -126,6 +127,20 @@ class ShareTest(base.BaseTestCase):
         self.assertEqual(64, len(digest))
         [share] = set(shares)
         self.assertEqual(os.stat(self.path).st_dev, share.disk.device)
+
+    def test_a_probe_that_reaches_no_disk_leaves_the_ceiling_alone(self):
+        """A volume of holes gives the probe nothing to read from the
+        disk: no wait is measured, and nothing slows the copy."""
+        with open(self.path, 'wb') as handle:
+            handle.truncate(1024 * 1024)
+        with pacing.shared(self.path, 0, True) as share:
+            for _ in range(500):
+                if share.disk.blind:
+                    break
+                time.sleep(pacing.PROBE_INTERVAL)
+            self.assertEqual(float('inf'), share.rate())
+        with pacing.shared(self.path, 2 * MIB, True) as share:
+            self.assertEqual(2 * MIB, share.rate())
 
     def test_without_pacing_the_ceiling_alone(self):
         with pacing.shared(self.path, 3 * MIB, False) as share:

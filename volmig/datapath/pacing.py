@@ -118,6 +118,9 @@ class Disk:
         self._copies: list[str] = []
         self._limited = False
         self._probe: threading.Thread | None = None
+        # The probe reaches no disk (tmpfs, a volume of holes): there is
+        # no wait to measure, and the copies' ceilings alone pace them.
+        self.blind = False
 
     def join(self, path: str) -> None:
         with self._lock:
@@ -131,9 +134,14 @@ class Disk:
     def leave(self, path: str) -> None:
         with self._lock:
             self._copies.remove(path)
+            if not self._copies:
+                # The next copies' files may reach the disk.
+                self.blind = False
 
     def share(self) -> float:
         """Each copy's part of the rate, bytes/s."""
+        if self.blind:
+            return float('inf')
         with self._lock:
             return self.pacer.rate / max(1, len(self._copies))
 
@@ -164,10 +172,9 @@ class Disk:
                         probe.close()
                     probe = Probe(path)
                 latency = probe.read()
+                self.blind = latency is None
                 if latency is not None:
                     self._decide(latency)
-                # Else nothing to read from the disk (a page cache file
-                # system, or no data): the ceiling alone paces.
                 time.sleep(PROBE_INTERVAL)
         finally:
             if probe:
