@@ -119,7 +119,7 @@ def dd_direct(src: str, dst: str) -> None:
 
 def copy_and_verify(src: str, dst: str, offload: bool) -> None:
     """What volmig-volume does: copy, hashing src, and check dst from the
-    disk behind it (ChecksumMismatch if it does not verify)."""
+    disk behind it (CopyMismatch if it does not verify)."""
     # volmig-volume creates dst, sparse, at src's size.
     with open(dst, 'xb') as handle:
         handle.truncate(os.path.getsize(src))

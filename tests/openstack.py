@@ -239,12 +239,17 @@ class Keystone(Processes):
                 endpoint_filter=self._identity)
         return user
 
+    def access(self, user: str, project_id: str):
+        """A token of ``user`` scoped to the project, with its expiry
+        (keystoneauth's AccessInfo)."""
+        auth = v3.Password(
+            auth_url=self.url, username=user, password=SERVICE_PASSWORD,
+            user_domain_id='default', project_id=project_id)
+        return auth.get_access(ks_session.Session(auth=auth))
+
     def token(self, user: str, project_id: str) -> str:
         """A token of ``user`` scoped to the project."""
-        return ks_session.Session(auth=v3.Password(
-            auth_url=self.url, username=user, password=SERVICE_PASSWORD,
-            user_domain_id='default',
-            project_id=project_id)).get_token()
+        return self.access(user, project_id).auth_token
 
     def authtoken_options(self, user: str = 'volmig') -> dict:
         """volmig-api behind keystonemiddleware, on this Keystone, as

@@ -292,9 +292,9 @@ class PoolNotFound(NotFound):
     msg_fmt = 'Storage pool %(pool)s does not exist.'
 
 
-class ChecksumMismatch(VolmigException):
+class CopyMismatch(VolmigException):
     msg_fmt = ('The copy of volume %(volume_id)s differs from its source '
-               '(sha256 %(src)s != %(dst)s).')
+               '(%(difference)s).')
 
 
 class NovaRefused(Invalid):

@@ -15,6 +15,7 @@ import testscenarios
 from tests import fixtures as fixtures_mod
 from volmig import exception
 from volmig.conf import CONF
+from volmig.datapath import check
 from volmig.datapath import copy
 from volmig.datapath import pacing
 from volmig.datapath import reading
@@ -226,10 +227,16 @@ class VerifiedCopyTest(base.BaseTestCase):
         dst_reads = []   # (end of the read, how far dst was settled)
         read_behind = threading.Event()
 
-        class Recorded(reading.Settled):
-            def __init__(self):
-                super().__init__()
+        held = []
+
+        class Recorded(check.Behind):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
                 settled.append(self)
+
+            def data(self, offset, data):
+                super().data(offset, data)
+                held.append(len(self._chunks))
 
         real_preadv = os.preadv
 
@@ -246,7 +253,7 @@ class VerifiedCopyTest(base.BaseTestCase):
             if settled[0]._at and done < total:
                 self.assertTrue(read_behind.wait(10))
 
-        self.useFixture(fixtures.MockPatchObject(reading, 'Settled',
+        self.useFixture(fixtures.MockPatchObject(check, 'Behind',
                                                  Recorded))
         self.useFixture(fixtures.MockPatch('os.preadv', preadv))
         digest = self.checked_copy(progress)
@@ -257,6 +264,9 @@ class VerifiedCopyTest(base.BaseTestCase):
         self.assertLess(dst_reads[0][1], 16 * MIB)
         self.assertEqual([], [(end, at) for end, at in dst_reads
                               if end > at])
+        # src is held for the check a few chunks at most.
+        self.assertTrue(held)
+        self.assertLessEqual(max(held), check.HELD)
 
     def test_a_failed_copy_ends_with_its_own_error_not_a_waiting_check(self):
         """The hash beside the copy and the check behind it stop when
@@ -307,9 +317,43 @@ class VerifiedCopyTest(base.BaseTestCase):
 
         for name in real:
             self.useFixture(fixtures.MockPatch('os.' + name, flip(name)))
-        error = self.assertRaises(exception.ChecksumMismatch,
+        error = self.assertRaises(exception.CopyMismatch,
                                   self.checked_copy)
-        self.assertIn('vol-1 differs from its source', str(error))
+        self.assertIn('vol-1 differs from its source (at byte %d)' % wrong,
+                      str(error))
+
+    def test_a_piece_the_copy_left_out_is_found_where_it_begins(self):
+        """A write that never reached dst leaves a hole where src has
+        data: the check compares it with src, not with a digest."""
+        left_out = 6 * MIB
+        real = {'pwritev': os.pwritev,
+                'copy_file_range': os.copy_file_range}
+
+        def skip(name):
+            def write(*args):
+                if args[-1] == left_out:
+                    # As if written: what the check must not believe.
+                    return (sum(map(len, args[1])) if name == 'pwritev'
+                            else args[2])
+                return real[name](*args)
+            return write
+
+        for name in real:
+            self.useFixture(fixtures.MockPatch('os.' + name, skip(name)))
+        error = self.assertRaises(exception.CopyMismatch,
+                                  self.checked_copy)
+        self.assertIn('(at byte %d)' % left_out, str(error))
+
+    def test_dst_data_where_src_is_a_hole_is_found(self):
+        """dst is meant to be new, all zeros; a byte it held before the
+        copy, where src has a hole, is found all the same."""
+        stale = 10 * MIB + 5
+        with open(self.dst, 'r+b') as dst:
+            dst.seek(stale)
+            dst.write(b'!')
+        error = self.assertRaises(exception.CopyMismatch,
+                                  self.checked_copy)
+        self.assertIn('(at byte %d)' % stale, str(error))
 
     def test_a_holey_src_hashes_as_its_zeros(self):
         empty = self.src + '.empty'

@@ -1,14 +1,17 @@
 """The data copy of a migration: src read once, dst checked from the disk.
 
-src is hashed as it is copied (``reading``). dst is written with
+src is hashed as it is copied (``reading``), its digest the volume's
+record. dst is written with
 O_DIRECT, or, when src and dst share a file system, by the kernel (a
 reflink, or ``copy_file_range``) with each chunk written back and
 dropped from the page cache as the copy goes, so a guest's write on the
 disk never waits behind a volume's worth of dirty pages. dst is read
-back with O_DIRECT behind the copy, each chunk once it is on the disk:
-the check comes from the disk, not from the page cache, and costs no
-pass of its own after the copy. Where O_DIRECT is refused (tmpfs), dst
-is fdatasync'd, its cached pages dropped, and read back after the copy.
+back with O_DIRECT behind the copy, each chunk once it is on the disk,
+and compared with the chunk of src the copy read (``check``): the check
+comes from the disk, not from the page cache, and costs no pass of its
+own after the copy. Where O_DIRECT is refused (tmpfs), dst is
+fdatasync'd, its cached pages dropped, and read back and hashed after
+the copy.
 
 All of it is background I/O (the idle I/O class), and one pace
 (``pacing``) keeps every pass over the disk (the copy, the hash of src
@@ -28,6 +31,7 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from volmig import exception
+from volmig.datapath import check
 from volmig.datapath import pacing
 from volmig.datapath import reading
 from volmig.datapath import writeback
@@ -61,8 +65,7 @@ def _same_file_system(src_path: str, dst_path: str) -> bool:
 
 def _kernel_copy(src_fd: int, dst_fd: int, size: int, io: int,
                  progress: reading.Progress | None,
-                 throttle: reading.Throttle,
-                 settled: reading.Settled) -> None:
+                 throttle: reading.Throttle, behind: check.Behind) -> None:
     """A reflink where the file system offers one, else copy_file_range
     over src's data only, so dst keeps its holes."""
     try:
@@ -70,7 +73,7 @@ def _kernel_copy(src_fd: int, dst_fd: int, size: int, io: int,
         return
     except OSError:
         pass
-    behind = writeback.WriteBehind(dst_fd)
+    writing = writeback.WriteBehind(dst_fd)
     for start, length in reading.data_extents(src_fd, size):
         offset, end = start, start + length
         while offset < end:
@@ -80,20 +83,21 @@ def _kernel_copy(src_fd: int, dst_fd: int, size: int, io: int,
             if copied == 0:
                 raise OSError(errno.EIO, 'copy_file_range stopped at %d'
                               % offset)
-            behind.written(offset, copied)
+            writing.written(offset, copied)
             # What came before this piece is written back now.
-            settled.advance(offset)
+            behind.advance(offset)
             offset += copied
             if progress:
                 progress(offset, size)
             throttle(offset)
-    behind.drain()
+    writing.drain()
 
 
 def _direct(src: int, dst_path: str, size: int, chunk: int, io: int,
-            digest, progress: reading.Progress | None,
-            throttle: reading.Throttle, settled: reading.Settled) -> None:
-    """src read and hashed here, dst written with O_DIRECT."""
+            digest: reading.Digest, progress: reading.Progress | None,
+            throttle: reading.Throttle, behind: check.Behind) -> None:
+    """src read, hashed and handed to the check here, dst written with
+    O_DIRECT."""
     zeros = bytes(chunk)
     dst, direct = reading.open_direct(dst_path, os.O_WRONLY, size)
     try:
@@ -101,10 +105,10 @@ def _direct(src: int, dst_path: str, size: int, chunk: int, io: int,
             if view != zeros[:len(view)]:
                 for start in range(0, len(view), io):
                     os.pwritev(dst, [view[start:start + io]], offset + start)
-            settled.advance(offset + len(view))
-        reading.walk(src, size, chunk, digest, zeros, write, progress,
+            behind.advance(offset + len(view))
+        reading.walk(src, size, chunk, [digest, behind], write, progress,
                      throttle, io)
-        settled.advance(size)
+        behind.advance(size)
         _settle(dst, size, direct)
     finally:
         os.close(dst)
@@ -114,19 +118,20 @@ def _direct(src: int, dst_path: str, size: int, chunk: int, io: int,
 def copy(src_path: str, dst_path: str, chunk_size: int,
          share: pacing.Share | None = None,
          progress: reading.Progress | None = None, offload: bool = True,
-         io_size: int = 0, settled: reading.Settled | None = None) -> str:
+         io_size: int = 0, behind: check.Behind | None = None) -> str:
     """Copy src into dst, which is new and reads as zeros; returns src's
     sha256. Zero chunks and holes of src are not written, so dst stays
     sparse where src is empty. ``offload``: the kernel copies when src
     and dst share a file system. ``io_size``: the largest single read or
-    write, the chunk's size if 0. ``settled`` is moved on as dst is on
-    the disk, and failed if the copy fails, which stops whatever reads
-    behind it. ``share``: the copy's pace, none if not given."""
+    write, the chunk's size if 0. ``behind`` is moved on as dst is on
+    the disk and given src as it is read, and failed if the copy fails,
+    which stops whatever reads behind it. ``share``: the copy's pace,
+    none if not given."""
     chunk, io = reading.sizes(chunk_size, io_size)
     digest = reading.Digest()
     share = share or pacing.Share(0)
     throttle = share.throttle()
-    settled = settled or reading.Settled()
+    behind = behind or check.Behind(chunk, checked=False)
     # Shut down only once a failure is known, so a hash beside a failed
     # copy stops instead of reading the rest of src first.
     hasher = futures.ThreadPoolExecutor(max_workers=1)
@@ -135,24 +140,23 @@ def copy(src_path: str, dst_path: str, chunk_size: int,
         size = os.fstat(src).st_size
         if not (offload and _same_file_system(src_path, dst_path)):
             _direct(src, dst_path, size, chunk, io, digest, progress,
-                    throttle, settled)
+                    throttle, behind)
             return digest.hexdigest()
         # src is hashed while the kernel copies it, at the same pace.
         hashed = hasher.submit(
-            reading.walk, src, size, chunk, digest, bytes(chunk),
-            lambda offset, view: settled.check(), None, share.throttle(),
-            io)
+            reading.walk, src, size, chunk, [digest, behind],
+            lambda offset, view: behind.check(), None, share.throttle(), io)
         dst = os.open(dst_path, os.O_WRONLY)
         try:
-            _kernel_copy(src, dst, size, io, progress, throttle, settled)
-            settled.advance(size)
+            _kernel_copy(src, dst, size, io, progress, throttle, behind)
+            behind.advance(size)
             _settle(dst, size, direct=False)
         finally:
             os.close(dst)
         hashed.result()
         return digest.hexdigest()
     except BaseException:
-        settled.fail()
+        behind.fail()
         raise
     finally:
         hasher.shutdown()
@@ -163,32 +167,32 @@ def checked_copy(src_path: str, dst_path: str, conf, name: str,
                  max_bytes_per_second: int = 0,
                  progress: reading.Progress | None = None,
                  copied: Callable[[], None] = lambda: None) -> str:
-    """Copy src into dst, and read dst back from the disk behind the
-    copy; returns the digest both have. ``copied`` runs once the copy is
-    done. Raises ChecksumMismatch, naming ``name``, when they differ."""
+    """Copy src into dst, and compare dst, read back from the disk behind
+    the copy, with src; returns src's digest. ``copied`` runs once the
+    copy is done. Raises CopyMismatch, naming ``name``, when they
+    differ."""
     chunk, io = conf_sizes(conf)
-    settled = reading.Settled()
+    size = os.stat(src_path).st_size
+    behind = check.Behind(chunk)
     with pacing.shared(src_path, max_bytes_per_second,
                        conf.storage.copy_pacing) as share, \
             futures.ThreadPoolExecutor(max_workers=1) as checker:
-        checking = checker.submit(
-            reading.sha256_behind, dst_path, os.stat(src_path).st_size,
-            chunk, io, share.throttle(), settled)
-        # A copy that fails fails ``settled``, which stops the check.
+        checking = checker.submit(check.compare, dst_path, size, chunk, io,
+                                  share.throttle(), behind, name)
+        # A copy that fails fails ``behind``, which stops the check.
         src_sum = copy(src_path, dst_path, chunk, share, progress,
-                       conf.storage.copy_offload, io, settled)
+                       conf.storage.copy_offload, io, behind)
         copied()
-        dst_sum = checking.result()
-        if dst_sum is None:
-            # O_DIRECT refused: read back once dst's cached pages are
-            # dropped.
-            dst_sum = reading.sha256_from_disk(dst_path, chunk, io,
-                                               share.throttle())
-    # src is frozen since start, so dst, read back from the disk, must
-    # match the digest src had as it was copied.
+        if checking.result():
+            return src_sum
+        # O_DIRECT refused: read back once dst's cached pages are
+        # dropped, and hashed, as src is no longer at hand.
+        dst_sum = reading.sha256_from_disk(dst_path, chunk, io,
+                                           share.throttle())
     if src_sum != dst_sum:
-        raise exception.ChecksumMismatch(volume_id=name, src=src_sum,
-                                         dst=dst_sum)
+        raise exception.CopyMismatch(
+            volume_id=name, difference='sha256 %s != %s' % (src_sum,
+                                                             dst_sum))
     return src_sum
 
 

@@ -2,7 +2,7 @@
 check: its data read ahead on threads of their own, hashed as it goes,
 its holes (``SEEK_HOLE``) hashed as the zeros they read as without being
 read, in the idle I/O class and at a capped pace. Behind a copy, only
-what the copy has put on the disk is looked at.
+what the copy has put on the disk is looked at (``check``).
 """
 
 import collections
@@ -55,55 +55,29 @@ class Throttle:
                 time.sleep(ahead)
 
 
-class Settled:
-    """How far dst is on the disk for good: a copy moves it on as it
-    goes, and the check behind it reads nothing past it."""
-
-    def __init__(self):
-        self._moved = threading.Condition()
-        self._at = 0
-        self._failed = False
-
-    def advance(self, offset: int) -> None:
-        with self._moved:
-            if offset > self._at:
-                self._at = offset
-                self._moved.notify_all()
-
-    def fail(self) -> None:
-        with self._moved:
-            self._failed = True
-            self._moved.notify_all()
-
-    def check(self) -> None:
-        """Raise if the copy failed: what reads beside it is not wanted."""
-        if self._failed:
-            raise InterruptedError('the copy failed: no hash or check wanted')
-
-    def past(self, offset: int) -> int:
-        """Wait until dst is settled past ``offset``; how far it is."""
-        with self._moved:
-            self._moved.wait_for(lambda: self._at > offset or self._failed)
-            self.check()
-            return self._at
-
-
 class Digest:
     """sha256 on a thread of its own, so hashing overlaps the I/O
     (hashlib lets go of the GIL on large buffers). At most two chunks
-    wait, in order."""
+    wait, in order. A walk's sink: it hashes the walk's data, and its
+    holes as the zeros they read as."""
 
     def __init__(self):
         self._sha = hashlib.sha256()
         self._executor = futures.ThreadPoolExecutor(max_workers=1)
         self._pending: list[futures.Future] = []
+        self._zeros = b''
 
-    def update(self, data) -> None:
+    def data(self, offset: int, data: bytes) -> None:
         if len(self._pending) >= 2:
             self._pending.pop(0).result()
-        # A copy: the caller's buffer is reused for the next read.
-        self._pending.append(self._executor.submit(self._sha.update,
-                                                   bytes(data)))
+        self._pending.append(self._executor.submit(self._sha.update, data))
+
+    def hole(self, start: int, end: int) -> None:
+        self._zeros = self._zeros or bytes(1024 * 1024)
+        while start < end:
+            step = min(len(self._zeros), end - start)
+            self.data(start, self._zeros[:step])
+            start += step
 
     def hexdigest(self) -> str:
         for pending in self._pending:
@@ -116,13 +90,6 @@ def sizes(chunk_size: int, io_size: int) -> tuple[int, int]:
     """The chunk, and the largest single I/O within it, aligned."""
     chunk = max(ALIGN, chunk_size // ALIGN * ALIGN)
     return chunk, max(ALIGN, min(io_size or chunk, chunk) // ALIGN * ALIGN)
-
-
-def _hash_holes(digest, start: int, end: int, zeros: bytes) -> None:
-    while start < end:
-        step = min(len(zeros), end - start)
-        digest.update(zeros[:step])
-        start += step
 
 
 def open_direct(path: str, flags: int, size: int) -> tuple[int, bool]:
@@ -160,14 +127,16 @@ def _segments(fd: int, size: int, chunk: int,
         offset = start
 
 
-def walk(fd: int, size: int, chunk: int, digest, zeros, visit,
+def walk(fd: int, size: int, chunk: int, sinks, visit,
          progress: Progress | None, throttle: Throttle, io: int,
          settled: Callable[[int], int] | None = None) -> None:
-    """Hash the whole file, reading only its data; ``visit(offset, view)``
-    sees each chunk of data read.
+    """Read the whole file in order, only its data: each sink is given
+    ``data(offset, bytes)`` of each chunk read and ``hole(start, end)``
+    of each hole; ``visit(offset, view)``, if given, sees each chunk in
+    the aligned buffer it was read into.
 
     The next chunks are read on threads of their own while this one is
-    hashed and visited (written), so the disk always has a read queued:
+    handed on (hashed, written), so the disk always has a read queued:
     a copy then takes about as long as its slower side, not the sum.
     """
     # Anonymous maps are page-aligned, as O_DIRECT needs; freed with
@@ -206,11 +175,17 @@ def walk(fd: int, size: int, chunk: int, digest, zeros, visit,
                 return
             offset, length, reading = pending.popleft()
             if reading is None:
-                _hash_holes(digest, offset, offset + length, zeros)
+                for sink in sinks:
+                    sink.hole(offset, offset + length)
                 continue
             view = reading.result()
-            digest.update(view)
-            visit(offset, view)
+            # A copy, which the sinks may keep: the buffer is read into
+            # again READ_AHEAD chunks on.
+            data = bytes(view)
+            for sink in sinks:
+                sink.data(offset, data)
+            if visit:
+                visit(offset, view)
             if progress:
                 progress(offset + length, size)
             throttle(offset + length)
@@ -236,11 +211,10 @@ def background_io():
         thread.ionice(before.ioclass, before.value)
 
 
-def _hash(fd: int, size: int, chunk: int, io: int, throttle: Throttle,
-          settled: Callable[[int], int] | None = None) -> str:
+def _hash(fd: int, size: int, chunk: int, io: int,
+          throttle: Throttle) -> str:
     digest = Digest()
-    walk(fd, size, chunk, digest, bytes(chunk), lambda offset, view: None,
-         None, throttle, io, settled)
+    walk(fd, size, chunk, [digest], None, None, throttle, io)
     return digest.hexdigest()
 
 
@@ -256,22 +230,5 @@ def sha256_from_disk(path: str, chunk_size: int, io_size: int = 0,
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         return _hash(fd, os.fstat(fd).st_size, chunk, io,
                      throttle or Throttle(0))
-    finally:
-        os.close(fd)
-
-
-@background_io()
-def sha256_behind(path: str, size: int, chunk_size: int, io_size: int,
-                  throttle: Throttle, settled: Settled) -> str | None:
-    """The sha256 of a file's first ``size`` bytes, read with O_DIRECT
-    behind a copy into it, each chunk once ``settled`` has passed it;
-    None where O_DIRECT is refused, as the read would then come from
-    the page cache."""
-    chunk, io = sizes(chunk_size, io_size)
-    fd, direct = open_direct(path, os.O_RDONLY, size)
-    try:
-        if not direct:
-            return None
-        return _hash(fd, size, chunk, io, throttle, settled.past)
     finally:
         os.close(fd)
