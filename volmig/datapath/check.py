@@ -53,7 +53,7 @@ class Behind:
         self._chunks: collections.deque = collections.deque()
         self._held = HELD if checked else 0
         self._failed = False
-        self._zeros = bytes(chunk)
+        self._zeros = bytes(chunk) if checked else b''
 
     # The copy's side.
 
