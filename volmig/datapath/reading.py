@@ -1,8 +1,9 @@
 """Reading a volume's file in order from the disk, for a copy or its
-check: its data read ahead on threads of their own, hashed as it goes,
-its holes (``SEEK_HOLE``) hashed as the zeros they read as without being
-read, in the idle I/O class and at a capped pace. Behind a copy, only
-what the copy has put on the disk is looked at (``check``).
+check: its data read ahead on threads of their own and handed on as it
+goes (to be hashed, held or compared), its holes (``SEEK_HOLE``) handed
+on as the zeros they read as without being read, in the idle I/O class
+and at a capped pace. Behind a copy, only what the copy has put on the
+disk is looked at (``check``).
 """
 
 import collections
