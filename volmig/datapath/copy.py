@@ -142,10 +142,11 @@ def copy(src_path: str, dst_path: str, chunk_size: int,
             _direct(src, dst_path, size, chunk, io, digest, progress,
                     throttle, behind)
             return digest.hexdigest()
-        # src is hashed while the kernel copies it, at the same pace.
+        # src is hashed while the kernel copies it, at the same pace;
+        # ``behind`` stops it once the copy fails.
         hashed = hasher.submit(
-            reading.walk, src, size, chunk, [digest, behind],
-            lambda offset, view: behind.check(), None, share.throttle(), io)
+            reading.walk, src, size, chunk, [digest, behind], None, None,
+            share.throttle(), io)
         dst = os.open(dst_path, os.O_WRONLY)
         try:
             _kernel_copy(src, dst, size, io, progress, throttle, behind)
