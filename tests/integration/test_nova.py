@@ -181,6 +181,23 @@ class NovaTestCase(base.DeployedOnceTestCase):
             len(self.acks(server_id, v)) >= count for v in volume_ids),
             timeout=120)
 
+    def boot_again(self, server_id: str, volume_ids) -> None:
+        """A start, then a hard reboot, each booting the server on its
+        volumes' files where Cinder has them now; then the guest writes
+        on each volume again. Until it does, it may still be booting, and
+        a clean stop would come before its power button is heard."""
+        newest = {v: max(self.acks(server_id, v)) for v in volume_ids}
+        files = {os.path.join(self.nova.mount_of(os.path.dirname(path)),
+                              os.path.basename(path))
+                 for path in (self.cinder.volume_file(self.cinder.volume(v))
+                              for v in volume_ids)}
+        for body in ({'os-start': None}, {'reboot': {'type': 'HARD'}}):
+            self.power(server_id, body)
+            self.assertLessEqual(files, set(self.disks(server_id)))
+        openstack.wait_for('writes after the move', lambda: all(
+            max(self.acks(server_id, v)) > newest[v] + 10
+            for v in volume_ids), timeout=120)
+
     def stop(self, server_id: str) -> None:
         """A clean stop (ACPI: the guest finishes its writes and
         syncs)."""
@@ -251,16 +268,7 @@ class NovaTestCase(base.DeployedOnceTestCase):
             self.assert_bytes(server_id, volume_id, region)
 
         # The next start, and a hard reboot, boot the new backend.
-        nfs_b = self.nova.mount_of(self.cinder.exports['nfs-b'])
-        files = sorted(os.path.join(nfs_b, os.path.basename(
-            self.cinder.volume_file(self.cinder.volume(v))))
-            for v in ctxt_volumes)
-        newest = max(self.acks(server_id, data['id']))
-        for body in ({'os-start': None}, {'reboot': {'type': 'HARD'}}):
-            self.power(server_id, body)
-            self.assertEqual(files, self.disks(server_id))
-        openstack.wait_for('writes after the move', lambda: max(
-            self.acks(server_id, data['id'])) > newest + 10, timeout=120)
+        self.boot_again(server_id, ctxt_volumes)
 
         # Running: Nova's swap, through Cinder's migration.
         volume = self.volumes.get_volume(None, data['id'])
@@ -457,13 +465,7 @@ class NovaTestCase(base.DeployedOnceTestCase):
             for volume_id in volumes:
                 self.assert_bytes(server_id, volume_id, regions[volume_id])
             # Started, then hard-rebooted: the new backend each time.
-            nfs_b = self.nova.mount_of(self.cinder.exports['nfs-b'])
-            files = {os.path.join(nfs_b, os.path.basename(
-                self.cinder.volume_file(self.cinder.volume(v))))
-                for v in volumes}
-            for power in ({'os-start': None}, {'reboot': {'type': 'HARD'}}):
-                self.power(server_id, power)
-                self.assertTrue(files <= set(self.disks(server_id)))
+            self.boot_again(server_id, volumes)
             self.stop(server_id)
             for volume_id in volumes:
                 self.assert_bytes(server_id, volume_id, regions[volume_id],
