@@ -44,6 +44,18 @@ class CinderAttachments:
                                    attachments=entries))
         return attachment['id']
 
+    def connect(self, ctxt, move: dict, src_id: str, host: str) -> dict:
+        """The new volume's attachment for one server, connected to
+        ``host``. Connected once: a step run again finds the connection
+        Cinder keeps."""
+        attachment_id = self.dst_attachment_id(ctxt, move, src_id)
+        attachment = self.volume_api.attachment_get(ctxt, attachment_id)
+        if attachment['connection_info']:
+            return attachment
+        return self.volume_api.attachment_update(
+            ctxt, attachment_id, services.connector(
+                ctxt, host, move['attachments'][src_id]['attach_mode']))
+
     def wait_attached(self, ctxt, move: dict, src_id: str) -> None:
         """Until Cinder records the attachment attached, then the volume
         in use: it reserves the volume for no other attachment before."""

@@ -75,6 +75,19 @@ def cinder_initiated(old_volume: dict, new_volume: dict) -> bool:
             == 'target:%s' % old_volume['id'])
 
 
+def next_look(copy: dict, first: tuple[float, int], now: float) -> float:
+    """Seconds until the next look at a copy: ``COPY_POLL_INTERVAL``, or
+    less when the copy's pace since ``first`` (a time, and the bytes done
+    then) says it ends sooner. A look on a fixed beat came 0.13-0.2 s
+    after a copy of a few seconds had ended."""
+    began, done_then = first
+    done, total = copy.get('done', 0), copy.get('total', 0)
+    if done <= done_then or now <= began:
+        return COPY_POLL_INTERVAL
+    left = (total - done) / ((done - done_then) / (now - began))
+    return min(COPY_POLL_INTERVAL, max(SWITCH_POLL_INTERVAL, left))
+
+
 class CinderMoves:
 
     def __init__(self, volume_api, compute_api, host: str):
@@ -209,22 +222,26 @@ class CinderMoves:
             # Recorded at once: a failure cancels what started.
             move = records.update(ctxt, move['id'], STARTING,
                                   attachments=entries)
-        for entry in entries.values():
+        # The copy's end of the new volume is connected while the agents
+        # start: Cinder's connection took a quarter of a second, and it
+        # was on the copy's path.
+        first_id = sorted(entries)[0]
+        self.attachments.connect(ctxt, move, first_id, entries[first_id][
+            'host'])
+        for entry in move['attachments'].values():
             self.client.wait_for(ctxt, entry['migration_id'],
                                  states.STARTED, timeout=FOREVER)
-        first = entries[sorted(entries)[0]]
         return records.update(ctxt, move['id'], STARTING, status=COPYING,
-                              copy_host=first['host'])
+                              copy_host=entries[first_id]['host'])
 
     def _copying(self, ctxt, move: dict) -> dict:
         src_id = sorted(move['attachments'])[0]
         entry = move['attachments'][src_id]
-        dst = self.volume_api.attachment_update(
-            ctxt, self.attachments.dst_attachment_id(ctxt, move, src_id),
-            services.connector(ctxt, move['copy_host'], entry['attach_mode']))
+        dst = self.attachments.connect(ctxt, move, src_id, move['copy_host'])
         src_info = instances_db.bdm_get_by_attachment(
             ctxt, src_id)['connection_info']
         host = move['copy_host']
+        first = None
         while True:
             try:
                 copy = self.compute_api.volume_copy_status(ctxt, host,
@@ -251,7 +268,9 @@ class CinderMoves:
                 self.compute_api.volume_copy(ctxt, host, move['id'],
                                              src_info,
                                              dst['connection_info'])
-            time.sleep(COPY_POLL_INTERVAL)
+            now = time.monotonic()
+            first = first or (now, copy.get('done', 0))
+            time.sleep(next_look(copy, first, now))
         return records.update(ctxt, move['id'], COPYING, status=COMPLETING,
                               checksum=copy['checksum'])
 
