@@ -58,19 +58,20 @@ class Starts:
         return {'id': 'migration-of-' + src_id}
 
     def wait_for(self, ctxt, migration_id, status, timeout):
-        entry = records.get(ctxt, self.test.move['id'])['attachments'][
-            self.test.src['id']]
-        self.seen.append(self.test.volumes.attachment_get(
-            ctxt, entry['dst_attachment_id'])['connection_info'])
+        self.seen.append(records.get(ctxt, self.test.move['id'])[
+            'attachments'][self.test.src['id']].get('dst_connection_info'))
 
 
 class Copies:
-    """The agent: the copy is done at the first look."""
+    """The agent: it has forgotten the copy at the first look, and it is
+    done at the next."""
 
     def __init__(self):
         self.copies = []
 
     def volume_copy_status(self, ctxt, host, copy_id):
+        if not self.copies:
+            return {'state': 'unknown'}
         return {'state': 'done', 'checksum': 'sum', 'done': 1, 'total': 1}
 
     def volume_copy(self, ctxt, host, copy_id, src_info, dst_info):
@@ -107,6 +108,7 @@ class CopyEndTest(test_migration_conductor.ConductorTestBase):
         completing = self.mover._copying(self.ctxt, copying)
         self.assertEqual(states.MOVE_COMPLETING, completing['status'])
         self.assertEqual([(dst_id, 'h1')], self.volumes.connects)
+        self.assertEqual([seen], self.mover.compute_api.copies)
 
     def test_a_move_resumed_before_its_connection_connects_it(self):
         copying = records.update(self.ctxt, self.move['id'],
@@ -117,3 +119,6 @@ class CopyEndTest(test_migration_conductor.ConductorTestBase):
         [(dst_id, host)] = self.volumes.connects
         self.assertEqual('h1', host)
         self.assertTrue(uuidutils.is_uuid_like(dst_id))
+        [dst_info] = self.mover.compute_api.copies
+        self.assertEqual(self.volumes.attachment_get(
+            self.ctxt, dst_id)['connection_info'], dst_info)

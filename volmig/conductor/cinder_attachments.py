@@ -45,16 +45,22 @@ class CinderAttachments:
         return attachment['id']
 
     def connect(self, ctxt, move: dict, src_id: str, host: str) -> dict:
-        """The new volume's attachment for one server, connected to
-        ``host``. Connected once: a step run again finds the connection
-        Cinder keeps."""
+        """The connection info of the new volume's attachment for one
+        server, connected to ``host`` once and recorded with the move.
+        Not read back from Cinder: its GET of an attachment not
+        connected yet gives the volume's format as a connection."""
         attachment_id = self.dst_attachment_id(ctxt, move, src_id)
-        attachment = self.volume_api.attachment_get(ctxt, attachment_id)
-        if attachment['connection_info']:
-            return attachment
-        return self.volume_api.attachment_update(
+        entry = move['attachments'][src_id]
+        if entry.get('dst_connection_info'):
+            return entry['dst_connection_info']
+        info = self.volume_api.attachment_update(
             ctxt, attachment_id, services.connector(
-                ctxt, host, move['attachments'][src_id]['attach_mode']))
+                ctxt, host, entry['attach_mode']))['connection_info']
+        entries = dict(move['attachments'])
+        entries[src_id] = dict(entry, dst_connection_info=info)
+        move.update(records.update(ctxt, move['id'], move['status'],
+                                   attachments=entries))
+        return info
 
     def wait_attached(self, ctxt, move: dict, src_id: str) -> None:
         """Until Cinder records the attachment attached, then the volume

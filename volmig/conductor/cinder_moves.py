@@ -237,7 +237,8 @@ class CinderMoves:
     def _copying(self, ctxt, move: dict) -> dict:
         src_id = sorted(move['attachments'])[0]
         entry = move['attachments'][src_id]
-        dst = self.attachments.connect(ctxt, move, src_id, move['copy_host'])
+        dst_info = self.attachments.connect(ctxt, move, src_id,
+                                            move['copy_host'])
         src_info = instances_db.bdm_get_by_attachment(
             ctxt, src_id)['connection_info']
         host = move['copy_host']
@@ -266,8 +267,7 @@ class CinderMoves:
             if copy['state'] == 'unknown':
                 # Never sent, or the agent restarted since.
                 self.compute_api.volume_copy(ctxt, host, move['id'],
-                                             src_info,
-                                             dst['connection_info'])
+                                             src_info, dst_info)
             now = time.monotonic()
             first = first or (now, copy.get('done', 0))
             time.sleep(next_look(copy, first, now))
