@@ -11,9 +11,10 @@ of a hypervisor copy, as one move per old and new volume:
   every attachment Cinder has of the old volume;
 - ``starting``: ``start`` for each attachment, through the block-storage
   client, the same routine every caller's start runs; the rules refuse
-  a multiattach volume with a read/write attachment among several;
-- ``copying``: the agent on the first attachment's host copies the
-  frozen old volume into the new one, verified from the disk;
+  a multiattach volume with a read/write attachment among several.
+  Meanwhile the new volume is connected to the first attachment's host;
+- ``copying``: the agent on that host copies the frozen old volume into
+  the new one, verified from the disk;
 - ``completing``: ``complete`` for each attachment, one after another (a
   multiattach volume takes a new attachment only once it is in use);
 - ``releasing``: the old attachments are deleted, as Nova deletes them;
