@@ -89,6 +89,12 @@ def next_look(copy: dict, first: tuple[float, int], now: float) -> float:
     return min(COPY_POLL_INTERVAL, max(SWITCH_POLL_INTERVAL, left))
 
 
+def _copier(attachments: dict) -> str:
+    """The old attachment whose host copies: the same one whichever
+    step asks, before and after a restart."""
+    return sorted(attachments)[0]
+
+
 class CinderMoves:
 
     def __init__(self, volume_api, compute_api, host: str):
@@ -226,23 +232,22 @@ class CinderMoves:
         # The copy's end of the new volume is connected while the agents
         # start: Cinder's connection took a quarter of a second, and it
         # was on the copy's path.
-        first_id = sorted(entries)[0]
-        self.attachments.connect(ctxt, move, first_id, entries[first_id][
-            'host'])
+        copier = _copier(entries)
+        host = entries[copier]['host']
+        self.attachments.connect(ctxt, move, copier, host)
         for entry in move['attachments'].values():
             self.client.wait_for(ctxt, entry['migration_id'],
                                  states.STARTED, timeout=FOREVER)
         return records.update(ctxt, move['id'], STARTING, status=COPYING,
-                              copy_host=entries[first_id]['host'])
+                              copy_host=host)
 
     def _copying(self, ctxt, move: dict) -> dict:
-        src_id = sorted(move['attachments'])[0]
+        src_id = _copier(move['attachments'])
         entry = move['attachments'][src_id]
-        dst_info = self.attachments.connect(ctxt, move, src_id,
-                                            move['copy_host'])
+        host = move['copy_host']
+        dst_info = self.attachments.connect(ctxt, move, src_id, host)
         src_info = instances_db.bdm_get_by_attachment(
             ctxt, src_id)['connection_info']
-        host = move['copy_host']
         first = None
         while True:
             try:
