@@ -3,6 +3,7 @@ and connections, and the rows of each table."""
 
 import os
 import subprocess
+import time
 
 import psutil
 import sqlalchemy as sa
@@ -28,12 +29,15 @@ def cpu_seconds(*pids: int) -> float:
 
 def cpu_by_name(*names: str) -> float:
     """CPU seconds that the processes of these names have used so far
-    (the broker's ``beam.smp``, PostgreSQL's backends), summed."""
+    (the broker's ``beam.smp``, PostgreSQL's processes), summed, with
+    what their children that ended had used: a PostgreSQL backend whose
+    connection closed is gone, and its CPU is its server's now."""
     total = 0.0
     for process in psutil.process_iter(['name', 'cpu_times']):
         if process.info['name'] in names and process.info['cpu_times']:
             times = process.info['cpu_times']
-            total += times.user + times.system
+            total += (times.user + times.system + times.children_user
+                      + times.children_system)
     return total
 
 
@@ -81,6 +85,35 @@ def rows(engine) -> dict[str, int]:
         return {table: connection.execute(sa.text(
                     'SELECT count(*) FROM %s' % table)).scalar()
                 for table in sa.inspect(connection).get_table_names()}
+
+
+# PostgreSQL's PGSTAT_IDLE_INTERVAL (10 s), and a second more.
+STATS_FLUSH = 11
+
+
+def database_work(engine) -> dict[str, int]:
+    """What PostgreSQL counted for the database so far: its transactions
+    (each statement in autocommit is one) and the sessions opened on it
+    (each a new backend). Other databases count neither: empty.
+
+    A backend reports its counts when it goes idle, at most once a
+    second, and an idle one within ``STATS_FLUSH`` seconds: waited out
+    first, so that the count holds what came before the call."""
+    if engine.dialect.name != 'postgresql':
+        return {}
+    time.sleep(STATS_FLUSH)
+    with engine.connect() as connection:
+        row = connection.execute(sa.text(
+            'SELECT xact_commit + xact_rollback, sessions FROM '
+            'pg_stat_database WHERE datname = current_database()')).one()
+    return {'PostgreSQL transactions': row[0],
+            'PostgreSQL sessions': row[1]}
+
+
+def left(vhost: str, engine) -> dict[str, int]:
+    """Every count a run leaves grown: the broker's, the tables' rows and
+    PostgreSQL's work."""
+    return dict(broker(vhost), **rows(engine), **database_work(engine))
 
 
 def growth(before: dict, after: dict, per: int) -> str:

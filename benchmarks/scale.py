@@ -15,8 +15,8 @@ second from the first start to the last completed, against the same
 number of bare oslo.messaging calls per second from as many threads in
 the same run, the conductors' CPU per migration (with and without the
 heartbeats' share), what grew per migration (the vhost's queues, the
-broker's connections, each table's rows), and the progress reports the
-conductors received per migration.
+broker's connections, each table's rows, and on PostgreSQL its counts of
+transactions and sessions), and the progress reports per migration.
 """
 
 # The backend must be chosen before oslo.messaging is imported.
@@ -299,8 +299,7 @@ def main() -> None:
                 statement_busy = baselines.bare_statements_busy(
                     bare_statements, args.concurrency)
                 engine = db_api.get_engine()
-                left_before = dict(footprint.broker(vhost.name),
-                                   **footprint.rows(engine))
+                left_before = footprint.left(vhost.name, engine)
                 served_before = served.requests_served(ports)
                 sent_before = served.statements_sent(ports)
                 kinds = footprint.process_kinds(services, agents)
@@ -314,8 +313,7 @@ def main() -> None:
                 busy = footprint.machine_busy_seconds() - busy_before
                 requests = served.served_since(served_before, ports)
                 sent = served.statements_sent(ports) - sent_before
-                left = dict(footprint.broker(vhost.name),
-                            **footprint.rows(engine))
+                left = footprint.left(vhost.name, engine)
                 reports = copying = 0
                 # Then each commit job copies for a while, as QEMU's do.
                 for agent in agents if not args.no_copying else ():
@@ -355,8 +353,8 @@ def main() -> None:
           ' (%.0f ms less the heartbeats at their idle rate)'
           % (cpu, 100 * cpu / seconds, 1000 * cpu / args.migrations,
              1000 * (cpu - idle['cpu'] * seconds) / args.migrations))
-    print('grew per migration: %s' % footprint.growth(left_before, left,
-                                                      args.migrations))
+    print('grew per migration: %s'
+          % footprint.growth(left_before, left, args.migrations))
     print('machine CPU: %.0f ms per migration, %.1f of %d cores busy'
           % (1000 * busy / args.migrations, busy / seconds,
              os.cpu_count() or 0))

@@ -79,6 +79,9 @@ class BenchmarkTest(base.BaseTestCase):
         # What grew is counted: one record per migration.
         self.assertRegex(output, r'grew per migration: .*'
                          r'volume_migrations \+1\.00')
+        # PostgreSQL's own count of a migration's transactions (its
+        # nonces' and pings' included, which the services do not count).
+        self.assertRegex(output, r'PostgreSQL transactions \+[1-9]')
         per_migration = re.search(
             r'^RPC requests served per migration: %s \((.*)\)$' % NUMBER,
             output, re.MULTILINE)

@@ -450,29 +450,47 @@ class ReplayTest(SigningTestCase):
         with open(path) as lines:
             self.assertEqual(2, len(lines.read().splitlines()))
 
-    def test_an_insert_whose_commit_answer_was_lost_is_no_replay(self):
-        store = db_nonces.DatabaseNonces()
+    def _statements_through(self, store, hook):
+        """``store``'s connections, each statement run by ``hook(cursor,
+        statement, parameters)``: a database that fails in its way."""
         connect = store._connect
-        lost = []
 
-        class LosesTheFirstAnswer:
-            """A connection whose first commit goes through, and whose
-            answer is then lost, as a Galera node killed under it."""
+        class Cursor:
+            def __init__(self, cursor):
+                self._cursor = cursor
 
+            def __getattr__(self, name):
+                return getattr(self._cursor, name)
+
+            def execute(self, statement, parameters=()):
+                return hook(self._cursor, statement, parameters)
+
+        class Connection:
             def __init__(self, connection):
                 self._connection = connection
 
             def __getattr__(self, name):
                 return getattr(self._connection, name)
 
-            def commit(self):
-                self._connection.commit()
-                if not lost:
-                    lost.append(True)
-                    raise store._dbapi.OperationalError('connection lost')
+            def cursor(self):
+                return Cursor(self._connection.cursor())
 
         self.useFixture(fixtures.MockPatchObject(
-            store, '_connect', lambda: LosesTheFirstAnswer(connect())))
+            store, '_connect', lambda: Connection(connect())))
+
+    def test_an_insert_whose_answer_was_lost_is_no_replay(self):
+        store = db_nonces.DatabaseNonces()
+        lost = []
+
+        def loses_the_first_answer(cursor, statement, parameters):
+            # Committed (in autocommit), and then the answer is lost, as
+            # when a Galera node is killed under it.
+            cursor.execute(statement, parameters)
+            if not lost and statement.startswith('INSERT'):
+                lost.append(True)
+                raise store._dbapi.OperationalError('connection lost')
+
+        self._statements_through(store, loses_the_first_answer)
         nonce = '%032x' % 7
         self.assertTrue(store.remember(nonce, time.time() + 10))
         self.assertEqual([True], lost)
@@ -485,25 +503,16 @@ class ReplayTest(SigningTestCase):
         # A Galera node killed under a migration: its peers gave up the
         # purge's DELETE, then the insert, as conflicts.
         store = db_nonces.DatabaseNonces()
-        connect = store._connect
         conflicts = [3]
 
-        class Conflicts:
-            def __init__(self, connection):
-                self._connection = connection
+        def conflicting(cursor, statement, parameters):
+            if conflicts[0]:
+                conflicts[0] -= 1
+                raise store._dbapi.OperationalError(
+                    1213, 'Deadlock found when trying to get lock')
+            cursor.execute(statement, parameters)
 
-            def __getattr__(self, name):
-                return getattr(self._connection, name)
-
-            def commit(self):
-                if conflicts[0]:
-                    conflicts[0] -= 1
-                    raise store._dbapi.OperationalError(
-                        1213, 'Deadlock found when trying to get lock')
-                self._connection.commit()
-
-        self.useFixture(fixtures.MockPatchObject(
-            store, '_connect', lambda: Conflicts(connect())))
+        self._statements_through(store, conflicting)
         self.useFixture(fixtures.MockPatchObject(time, 'sleep'))
         store._purged = 0.0
         self.assertTrue(store.remember('%032x' % 9, time.time() + 10))

@@ -26,7 +26,8 @@ def list_opts():
 def set_defaults(conf=None):
     """Defaults volmig sets on library options (also for the generator)."""
     cfg.set_defaults(db_options.database_opts,
-                     connection=database.DEFAULT_CONNECTION)
+                     connection=database.DEFAULT_CONNECTION,
+                     max_pool_size=database.MAX_POOL_SIZE)
     cfg.set_defaults(healthcheck_opts.HEALTHCHECK_OPTS,
                      backends=HEALTHCHECK_BACKENDS)
     # oslo.messaging's queue manager, which names each process's reply

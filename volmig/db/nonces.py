@@ -1,15 +1,17 @@
 """The nonces of the messages this topic's servers took
 (``volmig.signing.nonces``), in the database they share.
 
-Each message costs one INSERT and its commit, on a connection of this
-store's own: the primary key refuses a nonce already there, whichever
-process put it there. The connection is the driver's own, held open:
-through the session machinery a transaction that begins, inserts and
-commits costs about four times the CPU (measured here: 120 against
-480 us on PostgreSQL), and SQLAlchemy's events would make a SQLite
-connection begin a transaction it never ends. A message is not worth
-waiting for the disk (``_UNFLUSHED``): a nonce lost to a crash of the
-database server reopens only the few seconds before it.
+Each message costs one INSERT, committed by itself, on a connection of
+this store's own: the primary key refuses a nonce already there,
+whichever process put it there. The connection is the driver's own,
+held open and in autocommit: through the session machinery a
+transaction that begins, inserts and commits costs about four times the
+CPU (measured here: 120 against 480 us on PostgreSQL), SQLAlchemy's
+events would make a SQLite connection begin a transaction it never
+ends, and psycopg2 sends its BEGIN and the COMMIT as round trips of
+their own, three for one row. A message is not worth waiting for the
+disk (``_UNFLUSHED``): a nonce lost to a crash of the database server
+reopens only the few seconds before it.
 """
 
 import secrets
@@ -62,10 +64,12 @@ class DatabaseNonces:
 
     def _connect(self):
         connection = engine.get_engine().raw_connection()
+        # Never given back to the pool, where it would serve the session
+        # machinery's transactions in autocommit: invalidated instead.
+        engine.get_engine().dialect.set_isolation_level(
+            connection.dbapi_connection, 'AUTOCOMMIT')
         if self._dialect in _UNFLUSHED:
-            cursor = connection.cursor()
-            cursor.execute(_UNFLUSHED[self._dialect])
-            connection.commit()
+            connection.cursor().execute(_UNFLUSHED[self._dialect])
         return connection
 
     def _execute(self, statement: str, parameters: tuple) -> tuple | None:
@@ -83,12 +87,9 @@ class DatabaseNonces:
             try:
                 cursor = self._connection.cursor()
                 cursor.execute(self._statements[statement], parameters)
-                row = cursor.fetchone() if cursor.description else None
-                self._connection.commit()
-                return row
+                return cursor.fetchone() if cursor.description else None
             except self._dbapi.IntegrityError:
-                self._connection.rollback()
-                raise
+                raise  # the nonce taken, on a connection that works
             except self._dbapi.Error:
                 connection, self._connection = self._connection, None
                 try:
@@ -124,5 +125,5 @@ class DatabaseNonces:
     def close(self) -> None:
         with self._lock:
             if self._connection is not None:
-                self._connection.close()
+                self._connection.invalidate()
                 self._connection = None
