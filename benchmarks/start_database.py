@@ -10,8 +10,8 @@ commit.
 
 It prints p50 of each, begin and started in bare transactions, and the
 statements and the calls to the database each makes: a transaction's
-BEGIN, its statements and its commit, and a ping first when its pooled
-connection sat idle (``volmig.db.engine.ping_when_idle``).
+BEGIN, its statements and its commit, and on a database server the
+ping oslo.db sends on each pooled connection it takes.
 ``benchmarks/rpc_start.py`` measures the same start end to end, where
 the broker's noise on two cores hides most of this.
 """

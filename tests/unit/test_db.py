@@ -4,7 +4,6 @@ import threading
 
 from alembic import autogenerate
 from alembic import migration as alembic_migration
-import fixtures as fixtures_lib
 from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import engines
 from oslotest import base
@@ -15,7 +14,6 @@ from volmig import context as volmig_context
 from volmig import exception
 from volmig import states
 from volmig.db import api as db
-from volmig.db import engine as db_engine
 from volmig.db import instances as instances_db
 from volmig.db import models
 from volmig.db import schema
@@ -297,57 +295,3 @@ class ConnectionTest(DatabaseTestCase):
         # oslo.db's yield is for green threads (tests run on native ones).
         self.assertNotIn(engines._thread_yield,
                          list(db.get_engine().pool.dispatch.checkin))
-
-
-# Each server's name for the connection a statement runs on, and how
-# another connection ends it.
-_BACKEND = {'postgresql': ('SELECT pg_backend_pid()',
-                           'SELECT pg_terminate_backend(%d)'),
-            'mysql': ('SELECT CONNECTION_ID()', 'KILL %d')}
-
-
-class PingTest(DatabaseTestCase):
-    """A pooled connection is pinged as it is taken only after it sat
-    idle (a SQLite file has no server to lose: its pool pings nothing)."""
-
-    def setUp(self):
-        super().setUp()
-        self.engine = db.get_engine()
-        if self.engine.dialect.name not in _BACKEND:
-            self.skipTest('pings are for a database server')
-        self.pings = []
-        ping = self.engine.dialect.do_ping
-
-        def counted(dbapi_connection):
-            self.pings.append(dbapi_connection)
-            return ping(dbapi_connection)
-        self.useFixture(fixtures_lib.MockPatchObject(
-            self.engine.dialect, 'do_ping', side_effect=counted))
-
-    def _backend(self) -> int:
-        with db_engine.own_reader() as session:
-            return session.execute(sa.text(
-                _BACKEND[self.engine.dialect.name][0])).scalar()
-
-    def test_a_connection_given_back_a_moment_ago_is_not_pinged(self):
-        self.useFixture(fixtures_lib.MockPatch(
-            'volmig.db.engine.PING_AFTER', 60))
-        backends = {self._backend() for _ in range(3)}
-        self.assertEqual(1, len(backends))
-        self.assertEqual([], self.pings)
-
-    def test_an_idle_connection_is_pinged_and_replaced_if_dead(self):
-        self.useFixture(fixtures_lib.MockPatch(
-            'volmig.db.engine.PING_AFTER', 0))
-        first = self._backend()
-        pinged = len(self.pings)
-        # Ended by the server, as a restart or a failover ends it.
-        killer = sa.create_engine(self.engine.url,
-                                  isolation_level='AUTOCOMMIT')
-        self.addCleanup(killer.dispose)
-        with killer.connect() as connection:
-            connection.execute(sa.text(
-                _BACKEND[self.engine.dialect.name][1] % first))
-        second = self._backend()
-        self.assertNotEqual(first, second)
-        self.assertEqual(pinged + 1, len(self.pings))

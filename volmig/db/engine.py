@@ -40,7 +40,6 @@ def configure(connection: str) -> None:
     _CONTEXT.append_on_engine_create(sqlite.serialize_transactions)
     _CONTEXT.append_on_engine_create(metrics.count_statements)
     _CONTEXT.append_on_engine_create(connect_patiently)
-    _CONTEXT.append_on_engine_create(ping_when_idle)
 
 
 # HAProxy sends a new connection to a database node that died until its
@@ -53,8 +52,8 @@ def connect_patiently(engine) -> None:
     """A connection that cannot be made is tried again for ``PATIENCE``
     seconds before the error goes to the transaction that wanted it:
     a transaction begun as a database node dies waits for another node
-    rather than fail. A dead pooled connection is replaced by a new
-    one, made here (``ping_when_idle``)."""
+    rather than fail. oslo.db checks each pooled connection as it is
+    taken (a dead one is replaced by a new one, made here)."""
     if engine.dialect.name == 'sqlite':
         return
 
@@ -70,43 +69,6 @@ def connect_patiently(engine) -> None:
                     raise
                 time.sleep(delay)
                 delay = min(delay * 2, 1)
-
-
-# A connection given back less than this long ago (seconds) worked a
-# moment ago: under load each is taken again within milliseconds.
-PING_AFTER = 1.0
-
-
-def ping_when_idle(engine) -> None:
-    """Ping a pooled connection as it is taken only if it sat idle for
-    ``PING_AFTER``: a dead one is replaced before a transaction uses it.
-
-    oslo.db pings every connection taken, a round trip that was a
-    quarter of a one-statement transaction's machine CPU on PostgreSQL
-    (about 100 of 430 us), for each of a migration's 40-odd transactions.
-    A connection that dies while in use fails its transaction, which
-    runs again (``retried``); SQLAlchemy then replaces every connection
-    of the pool made before."""
-    if engine.dialect.name == 'sqlite':
-        return
-    # oslo.db has no option for its pool's pings (SQLAlchemy's
-    # pool_pre_ping): turned off here, where the pool is built.
-    engine.pool._pre_ping = False
-
-    @sa.event.listens_for(engine.pool, 'checkin')
-    def _idle(dbapi_connection, record):
-        record.info['idle_since'] = time.monotonic()
-
-    @sa.event.listens_for(engine.pool, 'checkout')
-    def _ping(dbapi_connection, record, proxy):
-        since = record.info.pop('idle_since', None)
-        if since is None or time.monotonic() - since < PING_AFTER:
-            return
-        try:
-            engine.dialect.do_ping(dbapi_connection)
-        except engine.dialect.loaded_dbapi.Error as exc:
-            # The pool makes a new connection and takes that instead.
-            raise sa.exc.DisconnectionError(str(exc)) from exc
 
 
 def transaction(ctxt):
