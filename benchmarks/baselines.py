@@ -13,7 +13,9 @@ from volmig import rpc
 from volmig.db import api as db_api
 
 
-def bare_rate(count: int, workers: int) -> float:
+def bare_calls(count: int, workers: int) -> tuple[float, float]:
+    """Bare oslo.messaging calls a second, from ``workers`` threads, and
+    the machine CPU seconds that ``count`` of them took."""
     ctxt = volmig_context.get_service_context()
     server = rpc.get_server('volmig-bench-echo', 'bench',
                             [rpc_start.Echo()])
@@ -23,10 +25,12 @@ def bare_rate(count: int, workers: int) -> float:
             server='bench')
         echo.call(ctxt, 'echo', value='warm-up')
         began = time.perf_counter()
+        busy_before = footprint.machine_busy_seconds()
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
             list(pool.map(lambda _: echo.call(ctxt, 'echo', value='x'),
                           range(count)))
-        return count / (time.perf_counter() - began)
+        return (count / (time.perf_counter() - began),
+                footprint.machine_busy_seconds() - busy_before)
     finally:
         server.stop()
         server.wait()

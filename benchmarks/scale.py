@@ -288,18 +288,17 @@ def main() -> None:
                                   args.idle_seconds)
                 built = servers(args.migrations, args.concurrency)
                 pairs = destinations(built, args.concurrency)
-                # Ten times as many bare calls as migrations (at least
-                # 2,000): long enough for /proc/stat's ticks to measure
-                # their CPU.
-                bare_calls = min(10 * args.migrations, 2000)
-                busy_before = footprint.machine_busy_seconds()
-                bare = baselines.bare_rate(bare_calls, args.concurrency)
-                bare_busy = footprint.machine_busy_seconds() - busy_before
-                bare_statements = 10 * bare_calls
+                # Ten times as many bare calls as migrations, up to 2,000:
+                # long enough for /proc/stat's ticks to measure them.
+                calls = min(10 * args.migrations, 2000)
+                bare_statements = 10 * calls
                 statement_busy = baselines.bare_statements_busy(
                     bare_statements, args.concurrency)
                 engine = db_api.get_engine()
                 left_before = footprint.left(vhost.name, engine)
+                # Right before the migrations and right after, averaged:
+                # the machine's speed drifted 15% between runs here.
+                bare = [baselines.bare_calls(calls, args.concurrency)]
                 served_before = served.requests_served(ports)
                 sent_before = served.statements_sent(ports)
                 kinds = footprint.process_kinds(services, agents)
@@ -313,6 +312,7 @@ def main() -> None:
                 busy = footprint.machine_busy_seconds() - busy_before
                 requests = served.served_since(served_before, ports)
                 sent = served.statements_sent(ports) - sent_before
+                bare.append(baselines.bare_calls(calls, args.concurrency))
                 left = footprint.left(vhost.name, engine)
                 reports = copying = 0
                 # Then each commit job copies for a while, as QEMU's do.
@@ -345,10 +345,15 @@ def main() -> None:
           '%.1f requests/s; conductors: %.0f ms CPU/s, %.1f database '
           'statements/s' % (idle['updates'], idle['requests'],
                             1000 * idle['cpu'], idle['statements']))
-    print('bare oslo.messaging calls: %8.1f /s' % bare)
+    # From as many threads, right before the migrations and right after.
+    bare_rate = sum(rate for rate, _ in bare) / len(bare)
+    bare_cpu = sum(cpu for _, cpu in bare) / len(bare) / calls
+    print('bare oslo.messaging calls: %8.1f /s (%s before and after)'
+          % (bare_rate, ', '.join('%.1f' % run[0] for run in bare)))
     print('migrations start->completed: %6.2f /s (%d in %.1f s)'
           % (rate, args.migrations, seconds))
-    print('migrations / bare calls: %.3f (target >= 0.25)' % (rate / bare))
+    print('migrations / bare calls: %.3f (target >= 0.25)'
+          % (rate / bare_rate))
     print('conductor CPU: %.1f s, %.0f%% of one core, %.0f ms per migration'
           ' (%.0f ms less the heartbeats at their idle rate)'
           % (cpu, 100 * cpu / seconds, 1000 * cpu / args.migrations,
@@ -360,8 +365,6 @@ def main() -> None:
              os.cpu_count() or 0))
     print('  of which, ms per migration: %s'
           % footprint.shares(by_kind, busy, args.migrations))
-    # The bare calls ran from as many threads, just before.
-    bare_cpu = bare_busy / bare_calls
     print('machine CPU per bare call: %.1f ms; a migration costs %.1f bare '
           'calls of CPU (goal <= 12)'
           % (1000 * bare_cpu, busy / args.migrations / bare_cpu))
