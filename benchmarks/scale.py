@@ -291,14 +291,14 @@ def main() -> None:
                 # Ten times as many bare calls as migrations, up to 2,000:
                 # long enough for /proc/stat's ticks to measure them.
                 calls = min(10 * args.migrations, 2000)
+                # Before the migrations and after (outside the counts of
+                # what grew), averaged: the speed drifted 15% here.
+                bare = [baselines.bare_calls(calls, args.concurrency)]
                 bare_statements = 10 * calls
                 statement_busy = baselines.bare_statements_busy(
                     bare_statements, args.concurrency)
                 engine = db_api.get_engine()
                 left_before = footprint.left(vhost.name, engine)
-                # Right before the migrations and right after, averaged:
-                # the machine's speed drifted 15% between runs here.
-                bare = [baselines.bare_calls(calls, args.concurrency)]
                 served_before = served.requests_served(ports)
                 sent_before = served.statements_sent(ports)
                 kinds = footprint.process_kinds(services, agents)
@@ -312,8 +312,8 @@ def main() -> None:
                 busy = footprint.machine_busy_seconds() - busy_before
                 requests = served.served_since(served_before, ports)
                 sent = served.statements_sent(ports) - sent_before
-                bare.append(baselines.bare_calls(calls, args.concurrency))
                 left = footprint.left(vhost.name, engine)
+                bare.append(baselines.bare_calls(calls, args.concurrency))
                 reports = copying = 0
                 # Then each commit job copies for a while, as QEMU's do.
                 for agent in agents if not args.no_copying else ():
