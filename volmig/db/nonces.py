@@ -63,11 +63,12 @@ class DatabaseNonces:
         self._dialect = dialect.name
 
     def _connect(self):
-        connection = engine.get_engine().raw_connection()
+        database = engine.get_engine()
+        connection = database.raw_connection()
         # Never given back to the pool, where it would serve the session
         # machinery's transactions in autocommit: invalidated instead.
-        engine.get_engine().dialect.set_isolation_level(
-            connection.dbapi_connection, 'AUTOCOMMIT')
+        database.dialect.set_isolation_level(connection.dbapi_connection,
+                                             'AUTOCOMMIT')
         if self._dialect in _UNFLUSHED:
             connection.cursor().execute(_UNFLUSHED[self._dialect])
         return connection
