@@ -1,6 +1,7 @@
 """Fixtures shared by the unit, functional and integration tests."""
 
 import os
+import threading
 import uuid
 
 import fixtures
@@ -10,6 +11,7 @@ import sqlalchemy as sa
 from volmig import config
 from volmig import policy
 from volmig import rpc
+from volmig import service
 from volmig.conf import CONF
 from volmig.conf import opts
 from volmig.db import api as db_api
@@ -126,3 +128,20 @@ def export_key(master_file: str, service: str, host: str, path: str) -> str:
     generation = host_keys.register(service, host)
     keys.export(master_file, keys.Holder(service, host, generation), path)
     return path
+
+
+def stop_services(services) -> None:
+    """Stop in-process services: all but the conductor at once, then the
+    conductor, which hears the others' last reports. Each stop waits for
+    its idle RPC workers to look for it (futurist's look once a second):
+    one after another, stops were 2.7 s of a 4.3 s functional test."""
+    def stop_all(group):
+        stopping = [threading.Thread(target=server.stop) for server in group]
+        for thread in stopping:
+            thread.start()
+        for thread in stopping:
+            thread.join()
+    stop_all([server for server in services
+              if server.binary != service.CONDUCTOR])
+    stop_all([server for server in services
+              if server.binary == service.CONDUCTOR])

@@ -57,8 +57,7 @@ class APIFixture(fixture.GabbiFixture):
         """Hook for variants."""
 
     def stop_fixture(self):
-        for server in reversed(self._services):
-            server.stop()
+        volmig_fixtures.stop_services(self._services)
         self._fixtures.cleanUp()
         CONF.reset()
 

@@ -21,6 +21,8 @@ class ServicesTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
         self.useFixture(fixtures.RPCFixture())
         self.useFixture(fixtures.PolicyFixture())
         self.services = {}
+        self.addCleanup(lambda: fixtures.stop_services(
+            self.services.values()))
         for binary, host in self.service_list():
             self.start_service(binary, host)
         self.setup_clients(rpc_timeout=20)
@@ -37,7 +39,6 @@ class ServicesTestCase(storage_role.StorageRoleMixin, base.BaseTestCase):
     def start_service(self, binary, host):
         server = service.Service(binary, host=host)
         server.start()
-        self.addCleanup(server.stop)
         self.services[host] = server
         return server
 

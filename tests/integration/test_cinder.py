@@ -345,8 +345,12 @@ class CinderMigrationTest(LiveRetype, cinder_base.CinderTestCase):
         self.assert_moved_exactly(server, data['id'], 'nfs-a')
 
     def test_cinder_api_down_while_completing_is_retried(self):
-        # 1 GiB to copy: the copy outlasts stopping cinder-api.
-        data = self.filled_volume(1024, 'swap')
+        # A copy that outlasts stopping cinder-api on any machine: 256 MiB
+        # at 32 MiB/s, 8 s at least (1 GiB uncapped was 64 s of a 95 s
+        # test here, and might be a few seconds on a faster disk).
+        self.cluster.restart('compute-1', options={
+            ('storage', 'max_bandwidth_mbps'): 32}).wait_ready()
+        data = self.filled_volume(256, 'swap')
         server = self.boot([data])
         self.wait_for_acks(server, data['id'], 10)
         # cinder migrate, where the other tests retype.
