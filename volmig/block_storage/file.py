@@ -32,3 +32,6 @@ class FileVolumeAdapter(rpcapi.StorageAPI, base.VolumeAdapter):
 
     def attachment_get(self, ctxt, attachment_id):
         return self._reads().attachment_get(ctxt, attachment_id)
+
+    def volume_size_mb(self, ctxt, volume_id):
+        return self._reads().volume_size_mb(ctxt, volume_id)

@@ -23,17 +23,24 @@ def instance_create(ctxt, values: dict) -> dict:
         return instance.to_dict()
 
 
-def _instance_query(uuid: str):
-    return sa.select(models.Instance).filter_by(uuid=uuid, deleted_at=None)
+_INSTANCES = models.table(models.Instance)
+_MAPPINGS = models.table(models.BlockDeviceMapping)
+# Reads of every report, on the tables (``volmig.db.api``'s reads say
+# why).
+_INSTANCE = sa.select(_INSTANCES).where(
+    _INSTANCES.c.uuid == sa.bindparam('uuid'),
+    _INSTANCES.c.deleted_at.is_(None))
+_MAPPING_OF_ATTACHMENT = sa.select(_MAPPINGS).where(
+    _MAPPINGS.c.attachment_id == sa.bindparam('attachment_id'))
 
 
 @engine.retried
 def instance_get(ctxt, uuid: str) -> dict:
     with engine.reader(ctxt) as session:
-        instance = session.scalars(_instance_query(uuid)).first()
-        if instance is None:
+        row = session.execute(_INSTANCE, {'uuid': uuid}).first()
+        if row is None:
             raise exception.InstanceNotFound(instance_uuid=uuid)
-        return instance.to_dict()
+        return dict(row._mapping)
 
 
 @engine.retried
@@ -66,7 +73,6 @@ def instance_uuids(ctxt, uuids) -> set[str]:
 
 
 _ANY = object()
-_INSTANCES = models.table(models.Instance)
 
 
 @engine.retried
@@ -92,7 +98,7 @@ def instance_update(ctxt, uuid: str, values: dict,
         # cost more than the UPDATE itself. The session's objects are
         # expired, so a later read in this transaction loads the row anew.
         if session.execute(stmt).rowcount == 0:
-            current = session.scalars(_instance_query(uuid)).first()
+            current = session.execute(_INSTANCE, {'uuid': uuid}).first()
             if current is None:
                 raise exception.InstanceNotFound(instance_uuid=uuid)
             raise exception.InstanceInvalidState(
@@ -101,7 +107,7 @@ def instance_update(ctxt, uuid: str, values: dict,
         session.expire_all()
         if not fetch:
             return {}
-        return session.scalars(_instance_query(uuid)).one().to_dict()
+        return dict(session.execute(_INSTANCE, {'uuid': uuid}).one()._mapping)
 
 
 @engine.retried
@@ -140,11 +146,11 @@ def bdm_create(ctxt, values: dict) -> dict:
 @engine.retried
 def bdm_get_by_attachment(ctxt, attachment_id: str) -> dict:
     with engine.reader(ctxt) as session:
-        bdm = session.scalars(sa.select(models.BlockDeviceMapping).filter_by(
-            attachment_id=attachment_id)).first()
-        if bdm is None:
+        row = session.execute(_MAPPING_OF_ATTACHMENT,
+                              {'attachment_id': attachment_id}).first()
+        if row is None:
             raise exception.AttachmentNotFound(attachment_id=attachment_id)
-        return bdm.to_dict()
+        return dict(row._mapping)
 
 
 @engine.retried

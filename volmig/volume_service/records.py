@@ -64,10 +64,15 @@ def _plain(row) -> dict:
 
 
 # Built once, on the tables (models.table): every start reads the
-# volume and its attachments.
+# volume and its attachments, every complete an attachment and two
+# volumes' sizes.
 _VOLUME_TABLE = models.table(models.Volume)
 _ATTACHMENT_TABLE = models.table(models.VolumeAttachment)
 _VOLUME = sa.select(_VOLUME_TABLE).where(
+    _VOLUME_TABLE.c.id == sa.bindparam('volume_id'))
+_ATTACHMENT = sa.select(_ATTACHMENT_TABLE).where(
+    _ATTACHMENT_TABLE.c.id == sa.bindparam('attachment_id'))
+_SIZE = sa.select(_VOLUME_TABLE.c.size_mb).where(
     _VOLUME_TABLE.c.id == sa.bindparam('volume_id'))
 _ATTACHMENTS = sa.select(_ATTACHMENT_TABLE).where(
     _ATTACHMENT_TABLE.c.volume_id == sa.bindparam('volume_id')).order_by(
@@ -160,6 +165,15 @@ class VolumeRecords:
             return _present(session, row)
 
     @db_api.retried
+    def volume_size_mb(self, ctxt, volume_id):
+        """One statement, where the volume with its attachments is two."""
+        with db_api.own_transaction() as session:
+            size = session.execute(_SIZE, {'volume_id': volume_id}).scalar()
+            if size is None:
+                raise exception.VolumeNotFound(volume_id=volume_id)
+            return size
+
+    @db_api.retried
     def list_volumes(self, ctxt, limit=None, marker=None):
         """Oldest first: every volume for an admin, a project's for its
         members; a page of ``limit`` after the volume ``marker``."""
@@ -232,7 +246,12 @@ class VolumeRecords:
     @db_api.retried
     def attachment_get(self, ctxt, attachment_id):
         with db_api.own_transaction() as session:
-            return _plain(_attachment(session, attachment_id))
+            row = session.execute(_ATTACHMENT,
+                                  {'attachment_id': attachment_id}).first()
+            if row is None:
+                raise exception.AttachmentNotFound(
+                    attachment_id=attachment_id)
+            return _plain(row)
 
     @db_api.retried
     def attachment_update(self, ctxt, attachment_id, connector):
