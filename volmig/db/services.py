@@ -75,10 +75,22 @@ def _service(session, binary: str, host: str):
     return service
 
 
+_SERVICES = models.table(models.Service)
+# Read with every complete (the host's connector), on the table: an ORM
+# object cost as much again as the query.
+_SERVICE = sa.select(_SERVICES).where(
+    _SERVICES.c.binary == sa.bindparam('binary'),
+    _SERVICES.c.host == sa.bindparam('host'))
+
+
 @engine.retried
 def get(ctxt, binary: str, host: str) -> dict:
     with engine.reader(ctxt) as session:
-        return _service(session, binary, host).to_dict()
+        row = session.execute(_SERVICE, {'binary': binary,
+                                         'host': host}).first()
+        if row is None:
+            raise exception.ServiceNotFound(binary=binary, host=host)
+        return dict(row._mapping)
 
 
 @engine.retried
