@@ -79,6 +79,14 @@ _ATTACHMENTS = sa.select(_ATTACHMENT_TABLE).where(
         _ATTACHMENT_TABLE.c.created_at, _ATTACHMENT_TABLE.c.id)
 
 
+def _found(session, statement, volume_id: str):
+    """``statement``'s row of the volume; VolumeNotFound if it has none."""
+    row = session.execute(statement, {'volume_id': volume_id}).first()
+    if row is None:
+        raise exception.VolumeNotFound(volume_id=volume_id)
+    return row
+
+
 def _attachments_of(session, volume_id: str) -> list[dict]:
     return [_plain(row) for row in session.execute(
         _ATTACHMENTS, {'volume_id': volume_id})]
@@ -159,19 +167,13 @@ class VolumeRecords:
     @db_api.retried
     def get_volume(self, ctxt, volume_id):
         with db_api.own_transaction() as session:
-            row = session.execute(_VOLUME, {'volume_id': volume_id}).first()
-            if row is None:
-                raise exception.VolumeNotFound(volume_id=volume_id)
-            return _present(session, row)
+            return _present(session, _found(session, _VOLUME, volume_id))
 
     @db_api.retried
     def volume_size_mb(self, ctxt, volume_id):
         """One statement, where the volume with its attachments is two."""
         with db_api.own_transaction() as session:
-            size = session.execute(_SIZE, {'volume_id': volume_id}).scalar()
-            if size is None:
-                raise exception.VolumeNotFound(volume_id=volume_id)
-            return size
+            return _found(session, _SIZE, volume_id).size_mb
 
     @db_api.retried
     def list_volumes(self, ctxt, limit=None, marker=None):
