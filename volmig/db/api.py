@@ -22,6 +22,7 @@ transaction = engine.transaction
 own_transaction = engine.own_transaction
 get_engine = engine.get_engine
 retried = engine.retried
+row = engine.row
 page = engine.page
 
 
@@ -61,10 +62,9 @@ _BY_UUID = sa.select(_MIGRATIONS).where(
 @engine.retried
 def migration_get(ctxt, uuid: str) -> dict:
     with engine.reader(ctxt) as session:
-        row = session.execute(_BY_UUID, {'uuid': uuid}).first()
-        if row is None:
-            raise exception.MigrationNotFound(migration_id=uuid)
-        return models.VolumeMigration.public(row._mapping)
+        return models.VolumeMigration.public(engine.row(
+            session, _BY_UUID, {'uuid': uuid}, exception.MigrationNotFound,
+            migration_id=uuid)._mapping)
 
 
 # Without LIMIT 1 the ORM loaded every migration the attachment ever had.

@@ -156,6 +156,15 @@ def retried(function):
     return call
 
 
+def row(session, statement, params: dict, missing, **reason):
+    """``statement``'s first row, read on the table; raises
+    ``missing(**reason)`` when there is none."""
+    found = session.execute(statement, params).first()
+    if found is None:
+        raise missing(**reason)
+    return found
+
+
 def dicts(rows) -> list[dict]:
     """Each row of a query, as the dict every caller gets."""
     return [row.to_dict() for row in rows]

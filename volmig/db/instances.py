@@ -37,10 +37,9 @@ _MAPPING_OF_ATTACHMENT = sa.select(_MAPPINGS).where(
 @engine.retried
 def instance_get(ctxt, uuid: str) -> dict:
     with engine.reader(ctxt) as session:
-        row = session.execute(_INSTANCE, {'uuid': uuid}).first()
-        if row is None:
-            raise exception.InstanceNotFound(instance_uuid=uuid)
-        return dict(row._mapping)
+        return dict(engine.row(session, _INSTANCE, {'uuid': uuid},
+                               exception.InstanceNotFound,
+                               instance_uuid=uuid)._mapping)
 
 
 @engine.retried
@@ -146,11 +145,10 @@ def bdm_create(ctxt, values: dict) -> dict:
 @engine.retried
 def bdm_get_by_attachment(ctxt, attachment_id: str) -> dict:
     with engine.reader(ctxt) as session:
-        row = session.execute(_MAPPING_OF_ATTACHMENT,
-                              {'attachment_id': attachment_id}).first()
-        if row is None:
-            raise exception.AttachmentNotFound(attachment_id=attachment_id)
-        return dict(row._mapping)
+        return dict(engine.row(
+            session, _MAPPING_OF_ATTACHMENT, {'attachment_id': attachment_id},
+            exception.AttachmentNotFound,
+            attachment_id=attachment_id)._mapping)
 
 
 @engine.retried

@@ -86,11 +86,10 @@ _SERVICE = sa.select(_SERVICES).where(
 @engine.retried
 def get(ctxt, binary: str, host: str) -> dict:
     with engine.reader(ctxt) as session:
-        row = session.execute(_SERVICE, {'binary': binary,
-                                         'host': host}).first()
-        if row is None:
-            raise exception.ServiceNotFound(binary=binary, host=host)
-        return dict(row._mapping)
+        return dict(engine.row(session, _SERVICE,
+                               {'binary': binary, 'host': host},
+                               exception.ServiceNotFound, binary=binary,
+                               host=host)._mapping)
 
 
 @engine.retried

@@ -81,10 +81,8 @@ _ATTACHMENTS = sa.select(_ATTACHMENT_TABLE).where(
 
 def _found(session, statement, volume_id: str):
     """``statement``'s row of the volume; VolumeNotFound if it has none."""
-    row = session.execute(statement, {'volume_id': volume_id}).first()
-    if row is None:
-        raise exception.VolumeNotFound(volume_id=volume_id)
-    return row
+    return db_api.row(session, statement, {'volume_id': volume_id},
+                      exception.VolumeNotFound, volume_id=volume_id)
 
 
 def _attachments_of(session, volume_id: str) -> list[dict]:
@@ -248,12 +246,9 @@ class VolumeRecords:
     @db_api.retried
     def attachment_get(self, ctxt, attachment_id):
         with db_api.own_transaction() as session:
-            row = session.execute(_ATTACHMENT,
-                                  {'attachment_id': attachment_id}).first()
-            if row is None:
-                raise exception.AttachmentNotFound(
-                    attachment_id=attachment_id)
-            return _plain(row)
+            return _plain(db_api.row(
+                session, _ATTACHMENT, {'attachment_id': attachment_id},
+                exception.AttachmentNotFound, attachment_id=attachment_id))
 
     @db_api.retried
     def attachment_update(self, ctxt, attachment_id, connector):
