@@ -1,8 +1,11 @@
-"""The copy's pace, decided from probe latencies recorded on this
-machine: ``pacing_series.json`` holds, in ms, a probe's 4 KiB reads of a
-1 GiB volume every 20 ms while volmig-guest (TCG) wrote to its disk as
-fast as it could, first with nothing else on the disk (``idle``), then
-beside volmig's unpaced checked copy of that volume (``copy``)."""
+"""The copy's pace, decided from series recorded on this machine by
+``python -m tests.pacing_recorder``: ``pacing_series.json`` holds, each
+20 ms, a probe's 4 KiB read of a 1 GiB volume (ms) and the flushes its
+disk completed since the probe before, while volmig's unpaced checked
+copy of that volume ran alone on the disk (``alone``), while it ran
+beside a writer acknowledging 4 KiB O_DIRECT writes with fdatasync as
+fast as it could (``guest``), and while the writer ran alone
+(``idle``)."""
 
 import json
 import os
@@ -15,23 +18,26 @@ from oslotest import base
 from tests import fixtures as fixtures_mod
 from volmig.conf import CONF
 from volmig.datapath import copy
+from volmig.datapath import flushes
 from volmig.datapath import pacing
 
 MIB = pacing.MIB
 
 
-def series(name: str) -> list[float]:
+def series(name: str) -> list[tuple[float, bool]]:
+    """(seconds a probe took, whether anyone else flushed before it)."""
     with open(os.path.join(os.path.dirname(__file__),
                            'pacing_series.json')) as handle:
-        return [ms / 1000 for ms in json.load(handle)[name]]
+        return [(ms / 1000, done > 0) for ms, done in json.load(handle)[name]]
 
 
-def play(pacer: pacing.Pacer, latencies: list[float],
+def play(pacer: pacing.Pacer, probes: list[tuple[float, bool]],
          limited: bool = True) -> list[float]:
     """The rate after each decision, the probes 20 ms apart."""
     rates = []
-    for n, latency in enumerate(latencies):
-        if pacer.observe(latency, n * pacing.PROBE_INTERVAL, limited):
+    for n, (latency, others) in enumerate(probes):
+        if pacer.observe(latency, n * pacing.PROBE_INTERVAL, limited,
+                         others):
             rates.append(pacer.rate)
     return rates
 
@@ -40,22 +46,41 @@ class PacerTest(base.BaseTestCase):
 
     def test_it_backs_off_while_a_guest_waits_behind_the_copy(self):
         pacer = pacing.Pacer(1024 * MIB)
-        rates = play(pacer, series('copy'))
+        rates = play(pacer, series('guest'))
         # The probes waited: the rate ends at a fraction of its start.
         self.assertLess(rates[-1], 1024 * MIB / 2)
         self.assertGreater(pacer.delay, 0)
+        self.assertTrue(pacer.others)
 
     def test_it_recovers_when_the_guest_no_longer_waits(self):
         pacer = pacing.Pacer(1024 * MIB)
-        fallen = play(pacer, series('copy'))[-1]
+        fallen = play(pacer, series('guest'))[-1]
         rates = play(pacer, series('idle'))
         self.assertGreater(rates[-1], 4 * fallen)
         # Each decision on the idle disk raised it.
         self.assertEqual(sorted(rates), rates)
 
+    def test_a_copy_alone_on_its_disk_is_not_slowed_by_its_own_queue(self):
+        """The probes wait behind the copy's own I/O as long as beside a
+        guest, but nobody else flushed: the rate is never cut for it."""
+        pacer = pacing.Pacer(256 * MIB)
+        probes = series('alone')
+        rates = play(pacer, probes)
+        waited = [latency for latency, _ in probes]
+        # The same waits, had anyone flushed, cut the rate.
+        cut = play(pacing.Pacer(256 * MIB),
+                   [(latency, True) for latency in waited])
+        self.assertLess(cut[-1], 256 * MIB)
+        # Alone, it is cut at most where the disk flushed for others
+        # (a journal commit), and ends above where it started.
+        falls = sum(1 for was, now in zip([256 * MIB] + rates, rates)
+                    if now < was)
+        self.assertLessEqual(falls, sum(others for _, others in probes))
+        self.assertGreater(rates[-1], 256 * MIB)
+
     def test_it_never_stops_a_copy(self):
         pacer = pacing.Pacer(pacing.MIN_RATE)
-        rates = play(pacer, series('copy') * 5)
+        rates = play(pacer, series('guest') * 5)
         self.assertEqual(pacing.MIN_RATE, min(rates))
 
     def test_a_rate_that_holds_nothing_back_is_not_raised(self):
@@ -63,13 +88,15 @@ class PacerTest(base.BaseTestCase):
         the rate where it is: raised, it would let the copy burst later,
         when a guest may be there."""
         pacer = pacing.Pacer(100 * MIB)
-        rates = play(pacer, series('idle'), limited=False)
+        rates = play(pacer, series('idle') + series('alone'),
+                     limited=False)
         self.assertEqual({100 * MIB}, set(rates))
 
     def test_the_delay_is_over_the_lowest_probe(self):
         pacer = pacing.Pacer(100 * MIB)
         # A slower disk: its base is 5 ms, and 5.5 ms is on target.
-        play(pacer, [0.005] + [0.0055] * (pacing.WINDOW * 4 - 1))
+        play(pacer, [(0.005, True)] +
+             [(0.0055, True)] * (pacing.WINDOW * 4 - 1))
         self.assertAlmostEqual(0.0005, pacer.delay)
         self.assertGreater(pacer.rate, 100 * MIB)
 
@@ -146,3 +173,31 @@ class ShareTest(base.BaseTestCase):
         with pacing.shared(self.path, 3 * MIB, False) as share:
             self.assertIsNone(share.disk)
             self.assertEqual(3 * MIB, share.throttle().rate)
+
+    def test_a_disk_that_counts_no_flushes_is_not_paced(self):
+        """On tmpfs, as on an NFS share, nothing here tells the copy's
+        waits from anyone else's: the ceiling alone paces it."""
+        with tempfile.NamedTemporaryFile(dir='/dev/shm') as volume:
+            volume.write(os.urandom(4096))
+            volume.flush()
+            with pacing.shared(volume.name, 3 * MIB, True) as share:
+                self.assertIsNone(share.disk)
+                self.assertEqual(3 * MIB, share.rate())
+
+
+class FlushesTest(base.BaseTestCase):
+
+    def test_a_flush_of_anyone_on_the_disk_is_counted(self):
+        handle, path = tempfile.mkstemp(dir='/var/tmp')
+        self.addCleanup(os.unlink, path)
+        watch = flushes.Flushes(os.fstat(handle).st_dev)
+        self.assertTrue(watch.watched)
+        os.write(handle, os.urandom(4096))
+        os.fsync(handle)
+        os.close(handle)
+        self.assertGreater(watch.since(), 0)
+
+    def test_a_file_system_without_a_block_device_is_not_watched(self):
+        watch = flushes.Flushes(os.stat('/dev/shm').st_dev)
+        self.assertFalse(watch.watched)
+        self.assertEqual(0, watch.since())

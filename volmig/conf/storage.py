@@ -35,16 +35,17 @@ storage_opts = [
                      'one, else copy_file_range (server-side on NFS 4.2). '
                      'Off, or across file systems, volmig-volume reads src '
                      'and writes dst with O_DIRECT.'),
-    cfg.BoolOpt('copy_pacing', default=False,
+    cfg.BoolOpt('copy_pacing', default=True,
                 help='Pace each migration copy (and each hash of a volume '
-                     'for a drain) from the latency of a probe that reads '
-                     'the volume\'s disk as a guest would: slower while '
-                     'I/O on that disk waits, faster while it does not. '
-                     'The copies on one disk in a process share one pace. '
-                     'The probe cannot tell a guest\'s I/O from the '
-                     'copy\'s own, so on a disk that no guest uses the '
-                     'copy runs slower than without it. Off, a copy runs '
-                     'as fast as the disk and max_bandwidth_mbps let it.'),
+                     'for a drain) by the guests on the volume\'s disk: '
+                     'while anyone else flushes writes to that disk, the '
+                     'copy slows down when a probe that reads the disk as '
+                     'a guest would waits, and speeds up when it does not; '
+                     'while nobody else does, it runs as fast as the disk '
+                     'and max_bandwidth_mbps let it. The copies on one '
+                     'disk in a process share one pace. A volume on a '
+                     'file system without a block device of this host '
+                     '(an NFS share, tmpfs) is not paced.'),
     cfg.IntOpt('max_bandwidth_mbps', default=0, min=0,
                help='Ceiling of a migration copy\'s rate in MiB/s; 0 for '
                     'none. A migration request may set its own. It bounds '

@@ -1,29 +1,30 @@
 """How fast a copy goes: as fast as its disk serves it without making
 the guests on that disk wait.
 
-The signal is a probe: every ``PROBE_INTERVAL``, one 4 KiB O_DIRECT read
-of the data of a volume being copied, at a random offset, from a thread
-in the best-effort I/O class, as a guest's I/O is. Its latency over the
-lowest seen (the base) is the wait that a guest's small I/O meets on
-that disk now, behind the copies and whatever else queues there. Guests'
-own block statistics (QMP's ``query-blockstats``, libvirt's
-``blockStats``) were the other candidate; they were not taken because
-they only see the guests of one host and one hypervisor, while the
-probe is read where the copy runs, on whatever the volume lives on (a
-local file system or Cinder's NFS share), and waits behind the I/O of
-every host and hypervisor that shares it, Nova's guests included.
+Two signals, both read where the copy runs. Whether anyone else waits on
+the disk: the flushes it completed that no copy asked for (``flushes``),
+since a guest's acknowledged write, or a database's commit, is flushed
+while a copy flushes nothing until its end. How long they wait: every
+``PROBE_INTERVAL``, one 4 KiB O_DIRECT read of the data of a volume being
+copied, at a random offset, from a thread in the best-effort I/O class,
+as a guest's I/O is. Its latency over the lowest seen (the base) is the
+wait that a guest's small I/O meets on that disk now. The probe alone
+cannot tell that wait from the copy's own queue: a copy on a disk
+nobody else used ran 13-34 % slower paced than unpaced. Guests' own
+block statistics (QMP's ``query-blockstats``, libvirt's ``blockStats``)
+were the other candidate; they were not taken because they only see the
+guests of one host and one hypervisor, and the copies of volmig-volume
+run where no hypervisor is.
 
 The decision is LEDBAT's (RFC 6817), on a rate: each window of
-``WINDOW`` probes, the rate grows when the probes' median delay is under
-``TARGET``, and shrinks in proportion as it is over. All the copies on
-one disk in a process share one probe and one rate, split between them,
-so a drain of many volumes adds up to the same wait as one copy; copies
-in other processes see that wait in their own probes, and yield too.
-The copy's ceiling (``max_bandwidth_mbps``) still bounds each copy.
-
-The probe also waits behind the copy's own I/O: on a disk that nobody
-else uses it keeps the queue short for nobody, and the copy runs slower
-than unpaced. That is why ``[storage] copy_pacing`` is off by default.
+``WINDOW`` probes, the rate grows when nobody else flushed, or when the
+probes' median delay is under ``TARGET``, and shrinks in proportion as
+it is over. All the copies on one disk in a process share one probe
+and one rate, split between them, so a drain of many volumes adds up to
+the same wait as one copy. The copy's ceiling (``max_bandwidth_mbps``)
+still bounds each copy. A disk that counts no flushes (an NFS share,
+tmpfs) is not paced: the probe there would only slow the copy down for
+its own queue.
 """
 
 import collections
@@ -38,6 +39,7 @@ import time
 from oslo_log import log as logging
 import psutil
 
+from volmig.datapath import flushes
 from volmig.datapath import reading
 
 LOG = logging.getLogger(__name__)
@@ -72,7 +74,12 @@ class Pacer:
     def __init__(self, rate: float | None = None):
         self.rate = float(rate or START_RATE)
         self.delay = 0.0
+        # Whether anyone else used the disk in the last window decided.
+        self.others = True
         self._window: list[float] = []
+        # Whether anyone else used the disk, and whether the rate held a
+        # copy back, in this window.
+        self._others = self._limited = False
         # (minute, lowest latency in it), oldest first.
         self._bases: collections.deque = collections.deque(
             maxlen=BASE_MINUTES)
@@ -81,25 +88,33 @@ class Pacer:
     def base(self) -> float:
         return min(low for _, low in self._bases)
 
-    def observe(self, latency: float, now: float, limited: bool) -> bool:
+    def observe(self, latency: float, now: float, limited: bool,
+                others: bool = True) -> bool:
         """Take one probe's latency, in seconds; ``limited``: whether the
-        rate held a copy back since the last decision. True when the rate
-        was decided again."""
+        rate held a copy back since the last decision; ``others``: whether
+        anyone but the copies used the disk since the probe before. True
+        when the rate was decided again."""
         minute = int(now // 60)
         if self._bases and self._bases[-1][0] == minute:
             self._bases[-1] = (minute, min(self._bases[-1][1], latency))
         else:
             self._bases.append((minute, latency))
         self._window.append(latency)
+        self._others = self._others or others
+        self._limited = self._limited or limited
         if len(self._window) < WINDOW:
             return False
         base = self.base
         self.delay = statistics.median(self._window) - base
+        self.others, self._others = self._others, False
+        limited, self._limited = self._limited, False
         self._window = []
         target = max(TARGET, base)
-        # 1 when the probes wait for nothing; negative when they wait
-        # more than the target, down to a cut of BACKOFF.
-        off_target = max(-BACKOFF / GAIN, (target - self.delay) / target)
+        # 1 when the probes wait for nothing, or only for the copies;
+        # negative when others wait more than the target, down to a cut
+        # of BACKOFF.
+        off_target = 1.0 if not self.others else max(
+            -BACKOFF / GAIN, (target - self.delay) / target)
         if off_target > 0 and not limited:
             # The copies go slower than the rate already: raising it
             # would let them burst later, when a guest may be there.
@@ -113,6 +128,7 @@ class Disk:
 
     def __init__(self, device: int):
         self.device = device
+        self.flushes = flushes.Flushes(device)
         self.pacer = Pacer()
         self._lock = threading.Lock()
         self._copies: list[str] = []
@@ -172,25 +188,28 @@ class Disk:
                         probe.close()
                     probe = Probe(path)
                 latency = probe.read()
+                others = self.flushes.since() > 0
                 self.blind = latency is None
                 if latency is not None:
-                    self._decide(latency)
+                    self._decide(latency, others)
                 time.sleep(PROBE_INTERVAL)
         finally:
             if probe:
                 probe.close()
 
-    def _decide(self, latency: float) -> None:
+    def _decide(self, latency: float, others: bool) -> None:
         limited, self._limited = self._limited, False
-        if self.pacer.observe(latency, time.monotonic(), limited):
+        if self.pacer.observe(latency, time.monotonic(), limited, others):
             LOG.debug('Pace on device %(device)x: %(rate).0f MiB/s for '
                       '%(copies)d copies; probe %(delay).2f ms over a '
-                      'base of %(base).2f ms',
+                      'base of %(base).2f ms; %(others)s',
                       {'device': self.device,
                        'rate': self.pacer.rate / MIB,
                        'copies': len(self._copies),
                        'delay': self.pacer.delay * 1000,
-                       'base': self.pacer.base * 1000})
+                       'base': self.pacer.base * 1000,
+                       'others': 'others flushed' if self.pacer.others
+                       else 'nobody else flushed'})
 
 
 class Probe:
@@ -287,7 +306,10 @@ def shared(path: str, ceiling: int, adaptive: bool):
         return
     device = os.stat(path).st_dev
     with _DISKS_LOCK:
-        disk = _DISKS.setdefault(device, Disk(device))
+        disk = _DISKS.get(device) or _DISKS.setdefault(device, Disk(device))
+    if not disk.flushes.watched:
+        yield Share(ceiling)
+        return
     disk.join(path)
     try:
         yield Share(ceiling, disk)
