@@ -73,7 +73,8 @@ class PacerTest(base.BaseTestCase):
         self.assertLess(cut[-1], 256 * MIB)
         # Alone, it is cut at most where the disk flushed for others
         # (a journal commit), and ends above where it started.
-        falls = sum(1 for was, now in zip([256 * MIB] + rates, rates)
+        falls = sum(1 for was, now in zip([256 * MIB] + rates[:-1], rates,
+                                          strict=True)
                     if now < was)
         self.assertLessEqual(falls, sum(others for _, others in probes))
         self.assertGreater(rates[-1], 256 * MIB)
