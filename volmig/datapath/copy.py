@@ -40,8 +40,9 @@ from volmig.datapath import writeback
 FICLONE = 0x40049409
 
 LOG = logging.getLogger(__name__)
-# Seconds between progress records of a copy.
-PROGRESS_INTERVAL = 0.5
+# Seconds between progress records of a copy: each is a commit, and a
+# flush of the disk when the database shares it (``flushes.BUSY``).
+PROGRESS_INTERVAL = 1.0
 
 
 def conf_sizes(conf) -> tuple[int, int]:

@@ -1,5 +1,5 @@
 """Whether anyone waits on a disk beside the copies: the flushes the
-disk completed, which the kernel counts per block device.
+disk completed, which the kernel counts per block device, as a rate.
 
 A guest whose write must be on the disk before it is acknowledged
 flushes it (the fsync behind the write; QEMU with ``cache.direct`` and
@@ -12,17 +12,31 @@ completes and the process as it submits it, and the chunks in flight
 between the two (megabytes, measured ±4 MiB a 100 ms window on a copy
 alone) hide a guest's whole second of 4 KiB writes.
 
+A rate, not any flush: volmig's own records, on a database that shares
+the disk, flush too (each service's heartbeat, each copy's progress
+every second), a few times a second in a drain, while a guest that
+acknowledges its writes flushes with each. ``BUSY`` is between the two.
+
 A disk that keeps no such count (an NFS share, whose block devices are
 on its server; tmpfs) cannot be watched from here, nor can one without a
 volatile write cache: the kernel completes a flush to it without
 sending, or counting, it.
 """
 
+import collections
 import os
 
 # /sys/dev/block/M:m/stat (the kernel's Documentation/block/stat.rst):
 # the 16th field, 0-based 15, is the flushes completed.
 _FLUSHES = 15
+# Flushes a second from which the disk is taken as used by others: a
+# guest writing every 50 ms does 20; volmig's own records in a drain of
+# four copies about 5 (a progress record a second each, and heartbeats).
+BUSY = 10
+# Over the last second, or since the watch began if later, but not over
+# less than a pace window (100 ms).
+SECOND = 1.0
+LEAST = 0.1
 
 
 def _sysfs(device: int) -> str:
@@ -42,19 +56,18 @@ def _caches_writes(sysfs: str) -> bool:
 
 
 class Flushes:
-    """The flushes completed on one block device since the last look."""
+    """How often one block device completed a flush, lately."""
 
     def __init__(self, device: int):
         sysfs = _sysfs(device)
         self._path = os.path.join(sysfs, 'stat')
-        self._last = self._read() if _caches_writes(sysfs) else None
+        # (monotonic time, flushes completed by then), oldest first.
+        self._seen: collections.deque = collections.deque()
+        self.watched = _caches_writes(sysfs) and self.count() is not None
 
-    @property
-    def watched(self) -> bool:
-        """Whether the disk counts the flushes sent to it."""
-        return self._last is not None
-
-    def _read(self) -> int | None:
+    def count(self) -> int | None:
+        """The flushes the disk completed since it came up; None where
+        it counts none."""
         try:
             with open(self._path) as stat:
                 fields = stat.read().split()
@@ -65,11 +78,18 @@ class Flushes:
             return None
         return int(fields[_FLUSHES])
 
-    def since(self) -> int:
-        """Flushes completed since the last call; 0 where the disk keeps
-        no count."""
-        now = self._read()
-        if now is None or self._last is None:
-            return 0
-        done, self._last = now - self._last, now
-        return done
+    def busy(self, now: float) -> bool:
+        """Whether others flushed ``BUSY`` times a second or more lately;
+        False where the disk is not watched."""
+        count = self.count() if self.watched else None
+        return count is not None and self.seen(now, count)
+
+    def seen(self, now: float, count: int) -> bool:
+        """Take the disk's count of flushes at ``now``; whether it rose
+        ``BUSY`` times a second or more lately."""
+        self._seen.append((now, count))
+        while len(self._seen) > 1 and self._seen[1][0] <= now - SECOND:
+            self._seen.popleft()
+        began, first = self._seen[0]
+        span = now - began
+        return span >= LEAST and (count - first) / span >= BUSY

@@ -188,7 +188,7 @@ class Disk:
                         probe.close()
                     probe = Probe(path)
                 latency = probe.read()
-                others = self.flushes.since() > 0
+                others = self.flushes.busy(time.monotonic())
                 self.blind = latency is None
                 if latency is not None:
                     self._decide(latency, others)
