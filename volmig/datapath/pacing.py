@@ -208,8 +208,8 @@ class Disk:
                        'copies': len(self._copies),
                        'delay': self.pacer.delay * 1000,
                        'base': self.pacer.base * 1000,
-                       'others': 'others flushed' if self.pacer.others
-                       else 'nobody else flushed'})
+                       'others': 'others busy' if self.pacer.others
+                       else 'nobody else busy'})
 
 
 class Probe:
