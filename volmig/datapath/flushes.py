@@ -12,10 +12,13 @@ completes and the process as it submits it, and the chunks in flight
 between the two (megabytes, measured ±4 MiB a 100 ms window on a copy
 alone) hide a guest's whole second of 4 KiB writes.
 
-A rate, not any flush: volmig's own records, on a database that shares
+Spread, not any flush: volmig's own records, on a database that shares
 the disk, flush too (each service's heartbeat, each copy's progress
-every second), a few times a second in a drain, while a guest that
-acknowledges its writes flushes with each. ``BUSY`` is between the two.
+every second), a few at a time, while a guest that acknowledges its
+writes flushes with each, all along. So others are busy when flushes
+completed in ``BUSY`` of the looks (one a probe, every 20 ms or so) of
+the last second: a guest that flushes ten times a second or more, not
+a burst of commits.
 
 A disk that keeps no such count (an NFS share, whose block devices are
 on its server; tmpfs) cannot be watched from here, nor can one without a
@@ -29,14 +32,12 @@ import os
 # /sys/dev/block/M:m/stat (the kernel's Documentation/block/stat.rst):
 # the 16th field, 0-based 15, is the flushes completed.
 _FLUSHES = 15
-# Flushes a second from which the disk is taken as used by others: a
-# guest writing every 50 ms does 20; volmig's own records in a drain of
-# four copies about 5 (a progress record a second each, and heartbeats).
+# Looks of the last second that saw a flush, from which the disk is
+# taken as used by others: a guest writing every 50 ms flushes in about
+# 20 of them; volmig's own records (a heartbeat per service every
+# report_interval, a progress record per copy every second) in a few.
 BUSY = 10
-# Over the last second, or since the watch began if later, but not over
-# less than a pace window (100 ms).
 SECOND = 1.0
-LEAST = 0.1
 
 
 def _sysfs(device: int) -> str:
@@ -61,8 +62,9 @@ class Flushes:
     def __init__(self, device: int):
         sysfs = _sysfs(device)
         self._path = os.path.join(sysfs, 'stat')
-        # (monotonic time, flushes completed by then), oldest first.
-        self._seen: collections.deque = collections.deque()
+        self._last: int | None = None
+        # When the looks of the last second saw a flush, oldest first.
+        self._flushed: collections.deque = collections.deque()
         self.watched = _caches_writes(sysfs) and self.count() is not None
 
     def count(self) -> int | None:
@@ -79,17 +81,17 @@ class Flushes:
         return int(fields[_FLUSHES])
 
     def busy(self, now: float) -> bool:
-        """Whether others flushed ``BUSY`` times a second or more lately;
-        False where the disk is not watched."""
+        """Whether others flushed in ``BUSY`` looks of the last second, this
+        one included; False where the disk is not watched."""
         count = self.count() if self.watched else None
         return count is not None and self.seen(now, count)
 
     def seen(self, now: float, count: int) -> bool:
-        """Take the disk's count of flushes at ``now``; whether it rose
-        ``BUSY`` times a second or more lately."""
-        self._seen.append((now, count))
-        while len(self._seen) > 1 and self._seen[1][0] <= now - SECOND:
-            self._seen.popleft()
-        began, first = self._seen[0]
-        span = now - began
-        return span >= LEAST and (count - first) / span >= BUSY
+        """Take the disk's count of flushes at ``now``; whether it rose in
+        ``BUSY`` looks of the last second."""
+        if self._last is not None and count > self._last:
+            self._flushed.append(now)
+        self._last = count
+        while self._flushed and self._flushed[0] <= now - SECOND:
+            self._flushed.popleft()
+        return len(self._flushed) >= BUSY
