@@ -3,7 +3,7 @@ legacy mirror swap, and where a stall comes from.
 
     python -m benchmarks.guest_stalls [--driver qemu libvirt] [--runs 5]
         [--size-mb 512] [--copy-io-kb N] [--max-bandwidth-mbps N]
-        [--no-pacing] [--plot FILE]
+        [--pacing] [--plot FILE]
 
 For each driver: separate volmig-conductor, volmig-api, volmig-volume and
 volmig-compute processes on a RabbitMQ vhost of their own, and one
@@ -265,11 +265,9 @@ def main() -> None:
     parser.add_argument('--max-bandwidth-mbps', type=int, default=0,
                         help="The migrations' and the copy alone's cap, "
                         'MiB/s; 0 for none.')
-    parser.add_argument('--pacing', action=argparse.BooleanOptionalAction,
-                        default=True,
-                        help='[storage] copy_pacing (on by default, as in '
-                        'the service): the copies take their rate from '
-                        'their disk, under the cap.')
+    parser.add_argument('--pacing', action='store_true',
+                        help='[storage] copy_pacing on: the copies take '
+                        'their rate from their disk, under the cap.')
     parser.add_argument('--plot', help="Draw the copies' pace into this "
                         'file (.svg or .png); with two drivers, each '
                         "driver's name is put before the suffix.")
@@ -284,7 +282,7 @@ def main() -> None:
                             '--copy-io-kb', str(args.copy_io_kb),
                             '--max-bandwidth-mbps',
                             str(args.max_bandwidth_mbps),
-                            '--pacing' if args.pacing else '--no-pacing',
+                            *(['--pacing'] if args.pacing else []),
                             *(['--plot', '%s-%s%s' % (root, driver, suffix)]
                               if args.plot else [])],
                            check=True)
