@@ -1,10 +1,10 @@
 """How fast a copy goes: as fast as its disk serves it without making
 the guests on that disk wait.
 
-Two signals, both read where the copy runs. Whether anyone else waits on
-the disk: the flushes it completed that no copy asked for (``flushes``),
-since a guest's acknowledged write, or a database's commit, is flushed
-while a copy flushes nothing until its end. How long they wait: every
+Two signals, both read where the copy runs. Whether others are busy on
+the disk: whether it completed flushes all along the last second
+(``flushes``), since a guest's acknowledged write is flushed while a
+copy flushes nothing until its end. How long they wait: every
 ``PROBE_INTERVAL``, one 4 KiB O_DIRECT read of the data of a volume being
 copied, at a random offset, from a thread in the best-effort I/O class,
 as a guest's I/O is. Its latency over the lowest seen (the base) is the
@@ -17,8 +17,8 @@ guests of one host and one hypervisor, and the copies of volmig-volume
 run where no hypervisor is.
 
 The decision is LEDBAT's (RFC 6817), on a rate: each window of
-``WINDOW`` probes, the rate grows when nobody else flushed, or when the
-probes' median delay is under ``TARGET``, and shrinks in proportion as
+``WINDOW`` probes, the rate grows when others were not busy, or when
+the probes' median delay is under ``TARGET``, and shrinks in proportion as
 it is over. All the copies on one disk in a process share one probe
 and one rate, split between them, so a drain of many volumes adds up to
 the same wait as one copy. The copy's ceiling (``max_bandwidth_mbps``)
@@ -74,11 +74,11 @@ class Pacer:
     def __init__(self, rate: float | None = None):
         self.rate = float(rate or START_RATE)
         self.delay = 0.0
-        # Whether anyone else used the disk in the last window decided.
+        # Whether others were busy on the disk in the last window decided.
         self.others = True
         self._window: list[float] = []
-        # Whether anyone else used the disk, and whether the rate held a
-        # copy back, in this window.
+        # Whether others were busy on the disk, and whether the rate held
+        # a copy back, in this window.
         self._others = self._limited = False
         # (minute, lowest latency in it), oldest first.
         self._bases: collections.deque = collections.deque(
@@ -92,7 +92,7 @@ class Pacer:
                 others: bool = True) -> bool:
         """Take one probe's latency, in seconds; ``limited``: whether the
         rate held a copy back since the last decision; ``others``: whether
-        anyone but the copies used the disk since the probe before. True
+        others were busy on the disk at this probe (``flushes``). True
         when the rate was decided again."""
         minute = int(now // 60)
         if self._bases and self._bases[-1][0] == minute:
