@@ -215,6 +215,12 @@ class InvalidMigrationState(Conflict):
                'status %(status)s.')
 
 
+class MigrationStatusMoved(InvalidMigrationState):
+    """A status write found another status than the one it replaces: a
+    writer that read the status first read it stale, and reads it again
+    (``volmig.db.engine.rereads``)."""
+
+
 class MigrationRecoveryRefused(Conflict):
     msg_fmt = ('Cannot %(action)s volume migration %(migration_id)s: '
                '%(reason)s.')

@@ -1,6 +1,7 @@
 """The conductor's migration flow, without RabbitMQ: its records in a real
 database, the volumes of the fake adapter (records, no data)."""
 
+import fixtures
 from oslo_utils import uuidutils
 from oslotest import base
 
@@ -12,6 +13,7 @@ from volmig.block_storage import fake
 from volmig.compute import rpcapi as compute_rpcapi
 from volmig.compute.drivers import base as driver_base
 from volmig.conductor import migrations
+from volmig.db import api as db
 from volmig.db import instances as instances_db
 from volmig.db import services as service_db
 
@@ -55,15 +57,15 @@ class ConductorTestBase(base.BaseTestCase):
         self.volumes.attachment_complete(self.ctxt, attachment['id'])
         return self.volumes.attachment_get(self.ctxt, attachment['id'])
 
-
-
-class MigrationConductorTest(ConductorTestBase):
-
     def started(self):
         begun = self.conductor.begin(self.ctxt, self.src['id'],
                                      starting=True)
         return self.conductor.started(self.ctxt, begun['migration']['id'],
                                       {'start': 1.0})
+
+
+
+class MigrationConductorTest(ConductorTestBase):
 
     def test_a_start_is_recorded_once_and_locks_the_server(self):
         first = self.conductor.begin(self.ctxt, self.src['id'],
@@ -222,3 +224,59 @@ class MigrationConductorTest(ConductorTestBase):
         failed = self.conductor.get(self.ctxt, begun['migration']['id'])
         self.assertEqual((states.ERROR, None),
                          (failed['status'], failed['pauses_ms']))
+
+
+class TwinReportTest(ConductorTestBase):
+    """One report delivered twice at once (an agent asked again while its
+    first message waited on a restarted conductor): both read the same
+    status, the first writes, and the second's write finds it moved.
+    Here the second reads what the first read, once its twin has
+    written."""
+
+    def committing(self):
+        migration = self.started()
+        dst = self.volumes.attachment_create(
+            self.ctxt, self.volumes.create_volume(self.ctxt, 16)['id'],
+            self.instance['uuid'])
+        self.conductor.accept_complete(self.ctxt, self.src['id'], dst['id'])
+        self.conductor.switched(self.ctxt, migration['id'], {})
+        return self.conductor.report_progress(self.ctxt, migration['id'],
+                                              1, 16)
+
+    def read_before_twin(self, migration: dict) -> None:
+        """The next read of the migration is ``migration`` as it was."""
+        stale = [dict(migration)]
+        real = db.migration_get
+
+        def get(ctxt, uuid):
+            return stale.pop() if stale else real(ctxt, uuid)
+        self.useFixture(fixtures.MockPatchObject(db, 'migration_get', get))
+
+    def test_a_progress_report_that_lost_to_its_twin_is_a_repeat(self):
+        migration = self.committing()
+        self.read_before_twin(dict(migration, status=states.SRC_RELEASED))
+        again = self.conductor.report_progress(self.ctxt, migration['id'],
+                                               2, 16)
+        self.assertEqual((states.COMMITTING, 2),
+                         (again['status'], again['bytes_done']))
+
+    def test_an_end_that_lost_to_its_twin_is_a_repeat(self):
+        migration = self.committing()
+        self.conductor.job_ended(self.ctxt, migration['id'],
+                                 states.COMPLETED, {'commit': 1.0})
+        self.read_before_twin(migration)
+        again = self.conductor.job_ended(self.ctxt, migration['id'],
+                                         states.COMPLETED, {'commit': 2.0})
+        # Ended once: its slot is freed once, its pauses are the first's.
+        self.assertEqual((states.COMPLETED, {'start': 1.0, 'commit': 1.0}),
+                         (again['status'], again['pauses_ms']))
+        self.assertEqual([True], self.ended)
+
+    def test_a_write_that_finds_its_status_moved_names_it(self):
+        # The status as committed, which a stale reader reads again.
+        migration = self.committing()
+        error = self.assertRaises(
+            exception.MigrationStatusMoved, db.migration_update, self.ctxt,
+            migration['id'], {'status': states.ERROR},
+            expected_status=states.COMPLETING)
+        self.assertIn(states.COMMITTING, error.message)

@@ -80,7 +80,7 @@ class MigrationReports:
         except exception.InvalidMigrationState:
             pass  # it moved on meanwhile: nothing is left to hand over
 
-    @db.retried
+    @db.rereads
     def switched(self, ctxt, migration_id: str, pauses: dict) -> dict:
         """The guest is on dst: src may be released.
 
@@ -141,7 +141,7 @@ class MigrationReports:
         except exception.InvalidMigrationState:
             return None
 
-    @db.retried
+    @db.rereads
     def _move(self, ctxt, migration_id: str, sources: set, status: str,
               pauses: dict | None, announce: bool = True, **values) -> dict:
         """One report's move; ``announce`` False: the caller's transaction
@@ -184,7 +184,7 @@ class MigrationReports:
             'attachment_id': dst['id'],
             'connection_info': dst['connection_info']})
 
-    @db.retried
+    @db.rereads
     def report_progress(self, ctxt, migration_id: str, bytes_done: int,
                         bytes_total: int) -> dict:
         """A job's progress; also the agent's word that it is alive."""
@@ -204,7 +204,7 @@ class MigrationReports:
             self.recorded(ctxt, migration, current['status'])
         return present(migration)
 
-    @db.retried
+    @db.rereads
     def fail(self, ctxt, migration_id: str, reason: str,
              recovery_needed: bool) -> dict:
         current = db.migration_get(ctxt, migration_id)

@@ -22,6 +22,7 @@ transaction = engine.transaction
 own_transaction = engine.own_transaction
 get_engine = engine.get_engine
 retried = engine.retried
+rereads = engine.rereads
 row = engine.row
 page = engine.page
 
@@ -117,6 +118,10 @@ def migrations_in_progress(ctxt, volume_id: str) -> list[dict]:
                                            {'volume_id': volume_id})]
 
 
+_STATUS_NOW = sa.select(_MIGRATIONS.c.status).where(
+    _MIGRATIONS.c.uuid == sa.bindparam('uuid')).with_for_update()
+
+
 @engine.retried
 def migration_update(ctxt, uuid: str, values: dict,
                      expected_status: str | None = None,
@@ -157,10 +162,16 @@ def migration_update(ctxt, uuid: str, values: dict,
         # Written to the table: what this session loaded before is stale.
         session.expire_all()
         if row is None:
-            current = migration_get(ctxt, uuid)
-            raise exception.InvalidMigrationState(
+            # Locked, it is the row as committed, not as a snapshot that
+            # an earlier read of the transaction began (InnoDB's).
+            status = engine.row(
+                session, _STATUS_NOW, {'uuid': uuid},
+                exception.MigrationNotFound, migration_id=uuid).status
+            moved = expected_status not in (None, status)
+            raise (exception.MigrationStatusMoved if moved
+                   else exception.InvalidMigrationState)(
                 action='move to %s' % values.get('status'),
-                migration_id=uuid, status=current['status'])
+                migration_id=uuid, status=status)
         return models.VolumeMigration.public(row._mapping)
 
 

@@ -119,10 +119,13 @@ def get_engine():
 # (about 7 tries at most in 200 hot-row writes from two Galera nodes). A
 # lost connection is a database node gone: HAProxy sends the next one to
 # another node within about 2 s; the tries span about 8 s.
-_AGAIN = oslo_db_api.wrap_db_retry(
-    max_retries=20, retry_interval=0.01, inc_retry_interval=True,
-    max_retry_interval=0.5, retry_on_deadlock=True,
-    retry_on_disconnect=True)
+_RETRY = dict(max_retries=20, retry_interval=0.01, inc_retry_interval=True,
+              max_retry_interval=0.5, retry_on_deadlock=True,
+              retry_on_disconnect=True)
+_AGAIN = oslo_db_api.wrap_db_retry(**_RETRY)
+_AGAIN_MOVED = oslo_db_api.wrap_db_retry(
+    exception_checker=lambda error: isinstance(
+        error, exception.MigrationStatusMoved), **_RETRY)
 
 
 def _in_transaction(args) -> bool:
@@ -146,8 +149,24 @@ def retried(function):
     Only a transaction of its own runs again: called inside another
     (its context's), the conflict goes on out to the one that opened it.
     """
-    again = _AGAIN(function)
+    return _own(function, _AGAIN(function))
 
+
+def rereads(function):
+    """As ``retried``, and also when a status write of ``function``
+    finds that the status it read has moved (``MigrationStatusMoved``):
+    the same report delivered twice at once (an agent asked again while
+    its first message waited on a restarted conductor), both read one
+    status and the first wrote. Run again, it reads the status as it is
+    now, and decides on that: a repeat is a no-op, not a conflict.
+
+    Only for a function that reads each status it replaces: one that
+    names a fixed one would find it moved at every try.
+    """
+    return _own(function, _AGAIN_MOVED(function))
+
+
+def _own(function, again):
     @functools.wraps(function)
     def call(*args, **kwargs):
         if _in_transaction(args):
