@@ -63,6 +63,16 @@ class ConductorTestBase(base.BaseTestCase):
         return self.conductor.started(self.ctxt, begun['migration']['id'],
                                       {'start': 1.0})
 
+    def completing(self):
+        """A started migration completing to a new volume's attachment:
+        the migration as started, and dst's attachment."""
+        migration = self.started()
+        dst = self.volumes.attachment_create(
+            self.ctxt, self.volumes.create_volume(self.ctxt, 16)['id'],
+            self.instance['uuid'])
+        self.conductor.accept_complete(self.ctxt, self.src['id'], dst['id'])
+        return migration, dst
+
 
 
 class MigrationConductorTest(ConductorTestBase):
@@ -171,11 +181,7 @@ class MigrationConductorTest(ConductorTestBase):
     def test_dst_is_attached_before_src_released_is_recorded(self):
         # Block storage ends a move once it sees src_released: by then no
         # attachment of the move may still be half made.
-        migration = self.started()
-        dst = self.volumes.attachment_create(
-            self.ctxt, self.volumes.create_volume(self.ctxt, 16)['id'],
-            self.instance['uuid'])
-        self.conductor.accept_complete(self.ctxt, self.src['id'], dst['id'])
+        migration, dst = self.completing()
         seen = []
         complete = self.volumes.attachment_complete
 
@@ -234,11 +240,7 @@ class TwinReportTest(ConductorTestBase):
     written."""
 
     def committing(self):
-        migration = self.started()
-        dst = self.volumes.attachment_create(
-            self.ctxt, self.volumes.create_volume(self.ctxt, 16)['id'],
-            self.instance['uuid'])
-        self.conductor.accept_complete(self.ctxt, self.src['id'], dst['id'])
+        migration, _ = self.completing()
         self.conductor.switched(self.ctxt, migration['id'], {})
         return self.conductor.report_progress(self.ctxt, migration['id'],
                                               1, 16)
