@@ -3,7 +3,7 @@ legacy mirror swap, and where a stall comes from.
 
     python -m benchmarks.guest_stalls [--driver qemu libvirt] [--runs 5]
         [--size-mb 512] [--copy-io-kb N] [--max-bandwidth-mbps N]
-        [--pacing] [--plot FILE]
+        [--pacing] [--drain N] [--plot FILE]
 
 For each driver: separate volmig-conductor, volmig-api, volmig-volume and
 volmig-compute processes on a RabbitMQ vhost of their own, and one
@@ -28,6 +28,12 @@ Each run measures, on the same guest, disk and load:
 ``mirror``
     the legacy swap of the same volume (a full block mirror, then a
     pivot), back to the first pool.
+
+With ``--drain N``, N - 1 more volumes of the same size and data lie in
+the guest's pool, and the whole migration is a drain of that pool, N
+volumes at once; ``start``, ``copy`` and ``complete`` are still the
+guest's volume's, beside the others' copies. The others go back,
+untimed, after the mirror.
 
 Each window gives the gaps' p50, p99 and maximum; the last lines give
 the median of each over the runs. Then the pace of each migration's copy
@@ -74,10 +80,11 @@ class Run:
     """One guest on one driver, measured window by window."""
 
     def __init__(self, driver: str, size_mb: int, pools: dict,
-                 cap_mbps: int):
+                 cap_mbps: int, drain: int = 1):
         self.driver = driver
         self.cap_mbps = cap_mbps
         self.pools = pools
+        self.drain = drain
         self.admin = volmig_context.get_admin_context()
         self.service = volmig_context.get_service_context()
         self.conductor = conductor_rpcapi.ConductorAPI()
@@ -86,6 +93,11 @@ class Run:
         self.vol = self.volumes.create_volume(self.admin, size_mb,
                                               pool='pool-a')
         real_guest.fill(self.vol['path'], size_mb)
+        # What a drain moves beside the guest's volume.
+        for _ in range(drain - 1):
+            other = self.volumes.create_volume(self.admin, size_mb,
+                                               pool='pool-a')
+            real_guest.fill(other['path'], size_mb)
         if driver == 'libvirt':
             embedded.let_through(CONF.state_path)
         self.server, self.console, _ = guest_pauses._boot(
@@ -130,8 +142,13 @@ class Run:
 
     def migration(self, pool: str) -> None:
         began = time.monotonic()
-        self.volumes.migrate_volume(self.admin, self.vol['id'], pool,
-                                    self.cap_mbps)
+        if self.drain > 1:
+            self.volumes.drain_pool(self.admin, 'pool-a', pool,
+                                    max_parallel=self.drain,
+                                    max_bandwidth_mbps=self.cap_mbps)
+        else:
+            self.volumes.migrate_volume(self.admin, self.vol['id'], pool,
+                                        self.cap_mbps)
         started = time.monotonic()
         copied = polling.until(
             lambda: self.volumes.get_volume(self.admin, self.vol['id']),
@@ -148,6 +165,18 @@ class Run:
         self.windows['start'].append((began, started))
         self.windows['copy'].append((started, checked))
         self.windows['complete'].append((checked, ended))
+        if self.drain > 1:
+            self.drained('pool-a')
+
+    def drained(self, pool: str) -> None:
+        """Once the drain of ``pool`` has ended, every volume moved."""
+        drain = polling.until(
+            lambda: self.volumes.pool_drain_get(self.admin, pool),
+            lambda d: d['status'] != 'running', 'the drain', timeout=1800,
+            interval=0.05)
+        if drain['progress']['volumes_done'] != len(drain['volumes']):
+            raise SystemExit('the drain left volumes behind: %s'
+                             % drain['volumes'])
 
     def mirror(self, pool: str) -> None:
         new = self.volumes.create_volume(self.admin, self.vol['size_mb'],
@@ -174,6 +203,10 @@ class Run:
         self.migration('pool-b')
         time.sleep(1)
         self.mirror('pool-a')
+        if self.drain > 1:
+            self.volumes.drain_pool(self.admin, 'pool-b', 'pool-a',
+                                    max_parallel=self.drain)
+            self.drained('pool-b')
         time.sleep(1)
 
     def report(self) -> dict[str, list[tuple[float, float, float]]]:
@@ -216,20 +249,23 @@ def pace(measured: Run, volume_log: str, plot: str | None) -> None:
 
 
 def run(driver: str, runs: int, size_mb: int, pools: dict,
-        cap_mbps: int, volume_log: str, plot: str | None) -> None:
+        cap_mbps: int, volume_log: str, plot: str | None,
+        drain: int) -> None:
     real_guest.register(CONF.qemu.image_dir, interval=0)
-    measured = Run(driver, size_mb, pools, cap_mbps)
+    measured = Run(driver, size_mb, pools, cap_mbps, drain)
     time.sleep(3)
     for _ in range(runs):
         measured.one()
     results = measured.report()
     print()
     print('%s driver, %d MiB of data, [storage] copy_io_kb %d, copy cap '
-          "%s, pacing %s, %d run(s); gaps between the guest's acknowledged "
-          '4 KiB O_DIRECT+fsync writes, ms:' % (
+          "%s, pacing %s, %s, %d run(s); gaps between the guest's "
+          'acknowledged 4 KiB O_DIRECT+fsync writes, ms:' % (
               driver, size_mb, CONF.storage.copy_io_kb,
               '%d MiB/s' % cap_mbps if cap_mbps else 'none',
-              'on' if CONF.storage.copy_pacing else 'off', runs))
+              'on' if CONF.storage.copy_pacing else 'off',
+              'moved in a drain of %d volumes' % drain if drain > 1
+              else 'moved alone', runs))
     print('  %-14s %s' % ('window', '  '.join(
         'run %d p50/p99/max' % n for n in range(1, runs + 1))))
     for name in WINDOWS:
@@ -268,6 +304,9 @@ def main() -> None:
     parser.add_argument('--pacing', action='store_true',
                         help='[storage] copy_pacing on: the copies take '
                         'their rate from their disk, under the cap.')
+    parser.add_argument('--drain', type=int, default=1,
+                        help="Move the guest's volume in a drain of this "
+                        'many volumes at once (1: alone).')
     parser.add_argument('--plot', help="Draw the copies' pace into this "
                         'file (.svg or .png); with two drivers, each '
                         "driver's name is put before the suffix.")
@@ -282,6 +321,7 @@ def main() -> None:
                             '--copy-io-kb', str(args.copy_io_kb),
                             '--max-bandwidth-mbps',
                             str(args.max_bandwidth_mbps),
+                            '--drain', str(args.drain),
                             *(['--pacing'] if args.pacing else []),
                             *(['--plot', '%s-%s%s' % (root, driver, suffix)]
                               if args.plot else [])],
@@ -301,7 +341,7 @@ def main() -> None:
         CONF.set_override('copy_pacing', args.pacing, 'storage')
         run(driver, args.runs, args.size_mb, pools,
             args.max_bandwidth_mbps,
-            services.processes['volume'].log_path, args.plot)
+            services.processes['volume'].log_path, args.plot, args.drain)
 
 if __name__ == '__main__':
     main()
