@@ -279,6 +279,35 @@ class ConflictTest(DatabaseTestCase):
         self.assertEqual(['h0', 'h1'], [service['host'] for service in
                                         service_db.get_all(self.ctxt)])
 
+    def test_only_a_rereader_runs_again_when_its_status_moved(self):
+        def raising(errors, tries):
+            def write(ctxt):
+                tries.append(True)
+                if errors:
+                    raise errors.pop(0)
+                return 'written'
+            return write
+
+        moved = exception.MigrationStatusMoved(
+            action='move to started', migration_id='m', status='error')
+        tries: list = []
+        self.assertEqual('written', db.rereads(
+            raising([moved], tries))(self.ctxt))
+        self.assertEqual(2, len(tries))
+        # A writer that names the status it replaces would find it moved
+        # at every try: it gets the conflict at once.
+        tries = []
+        self.assertRaises(exception.MigrationStatusMoved, db.retried(
+            raising([moved], tries)), self.ctxt)
+        self.assertEqual(1, len(tries))
+        # A move the state machine refuses is no race: refused at once.
+        tries = []
+        refused = exception.InvalidMigrationState(
+            action='move to started', migration_id='m', status='error')
+        self.assertRaises(exception.InvalidMigrationState, db.rereads(
+            raising([refused], tries)), self.ctxt)
+        self.assertEqual(1, len(tries))
+
 
 class ConnectionTest(DatabaseTestCase):
 
