@@ -30,7 +30,7 @@ Then, on the same disk, against the baselines (``--only baselines``):
   guests) at --max-parallel 1, 2 and 4, against the sum of plain ``dd``
   copies of the same files.
 
-``--pacing`` turns ``[storage] copy_pacing`` on for every copy.
+``--no-pacing`` turns ``[storage] copy_pacing`` off for every copy.
 
 Targets: pause <= 5 ms at start and <= 25 ms at complete; copy >= 0.9x
 dd; verified copy <= 1.5x cold dd; the new path's total <= 1.0x the
@@ -360,8 +360,10 @@ def main() -> None:
                         'baselines: the cold-cache copy against dd, the '
                         'whole path against the legacy mirror, and a '
                         'drain against dd.')
-    parser.add_argument('--pacing', action='store_true',
-                        help='[storage] copy_pacing on, for every copy.')
+    parser.add_argument('--pacing', action=argparse.BooleanOptionalAction,
+                        default=True,
+                        help='[storage] copy_pacing, for every copy (on, '
+                        'as by default; --no-pacing: off).')
     args = parser.parse_args()
 
     with cluster.qemu_cluster(

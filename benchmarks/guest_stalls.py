@@ -3,7 +3,7 @@ legacy mirror swap, and where a stall comes from.
 
     python -m benchmarks.guest_stalls [--driver qemu libvirt] [--runs 5]
         [--size-mb 512] [--copy-io-kb N] [--max-bandwidth-mbps N]
-        [--pacing] [--drain N] [--plot FILE]
+        [--no-pacing] [--drain N] [--plot FILE]
 
 For each driver: separate volmig-conductor, volmig-api, volmig-volume and
 volmig-compute processes on a RabbitMQ vhost of their own, and one
@@ -301,9 +301,11 @@ def main() -> None:
     parser.add_argument('--max-bandwidth-mbps', type=int, default=0,
                         help="The migrations' and the copy alone's cap, "
                         'MiB/s; 0 for none.')
-    parser.add_argument('--pacing', action='store_true',
-                        help='[storage] copy_pacing on: the copies take '
-                        'their rate from their disk, under the cap.')
+    parser.add_argument('--pacing', action=argparse.BooleanOptionalAction,
+                        default=True,
+                        help='[storage] copy_pacing (on, as by default): '
+                        'the copies take their rate from their disk, under '
+                        'the cap; --no-pacing: the cap alone.')
     parser.add_argument('--drain', type=int, default=1,
                         help="Move the guest's volume in a drain of this "
                         'many volumes at once (1: alone).')
@@ -322,7 +324,7 @@ def main() -> None:
                             '--max-bandwidth-mbps',
                             str(args.max_bandwidth_mbps),
                             '--drain', str(args.drain),
-                            *(['--pacing'] if args.pacing else []),
+                            '--pacing' if args.pacing else '--no-pacing',
                             *(['--plot', '%s-%s%s' % (root, driver, suffix)]
                               if args.plot else [])],
                            check=True)

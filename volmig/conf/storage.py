@@ -35,7 +35,7 @@ storage_opts = [
                      'one, else copy_file_range (server-side on NFS 4.2). '
                      'Off, or across file systems, volmig-volume reads src '
                      'and writes dst with O_DIRECT.'),
-    cfg.BoolOpt('copy_pacing', default=False,
+    cfg.BoolOpt('copy_pacing', default=True,
                 help='Pace each migration copy (and each hash of a volume '
                      'for a drain) by the guests on the volume\'s disk: '
                      'while others are busy on it (it completes flushes, '
@@ -47,9 +47,9 @@ storage_opts = [
                      'max_bandwidth_mbps let it. The copies on one disk '
                      'in a process share one pace. A volume on a file '
                      'system without a block device of this host (an NFS '
-                     'share, tmpfs) is not paced. Off by default: where '
-                     'volmig\'s database shares the pools\' disk, its '
-                     'own commits keep others busy during a drain.'),
+                     'share, tmpfs) is not paced. Off, each copy runs as '
+                     'fast as the disk and max_bandwidth_mbps let it, '
+                     'whoever waits behind it.'),
     cfg.IntOpt('max_bandwidth_mbps', default=0, min=0,
                help='Ceiling of a migration copy\'s rate in MiB/s; 0 for '
                     'none. A migration request may set its own. It bounds '
