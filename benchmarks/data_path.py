@@ -27,8 +27,8 @@ Then, on the same disk, against the baselines (``--only baselines``):
 * the new path against the legacy mirror swap of the same volume under
   the same NBD write load: total time, guest write latency p50/p99/max;
 * a drain of 20 volumes (a mix of sizes, four attached to running
-  guests) at --max-parallel 1, 2 and 4, against the sum of plain ``dd``
-  copies of the same files.
+  guests, ``--drain-attached N`` for N) at --max-parallel 1, 2 and 4,
+  against the sum of plain ``dd`` copies of the same files.
 
 ``--no-pacing`` turns ``[storage] copy_pacing`` off for every copy.
 
@@ -240,11 +240,11 @@ def run_against_mirror(size_mb: int, pools: dict) -> None:
 
 DRAIN_SIZES_MB = (16, 32, 48, 64, 96, 128, 16, 32, 48, 64,
                   16, 32, 48, 64, 96, 16, 32, 48, 64, 32)
-ATTACHED = 4
 
 
-def run_drain(pools: dict) -> None:
-    """20 volumes drained back and forth at several --max-parallel."""
+def run_drain(pools: dict, attached: int) -> None:
+    """20 volumes drained back and forth at several --max-parallel, the
+    first ``attached`` of them attached to running guests."""
     admin = volmig_context.get_admin_context()
     conductor = operator_rpcapi.OperatorAPI()
     volumes = block_storage.get_adapter()
@@ -254,7 +254,7 @@ def run_drain(pools: dict) -> None:
         random_file(vol['path'], size)
         created.append(vol)
     servers = [_server(conductor, admin, vol['id'])
-               for vol in created[:ATTACHED]]
+               for vol in created[:attached]]
     # The drain moves what else the pool holds too (the mirror run's
     # volumes): the dd baseline copies the same set.
     created = [vol for vol in volumes.list_volumes(admin)
@@ -268,7 +268,7 @@ def run_drain(pools: dict) -> None:
         os.unlink(dst)
     print()
     print('drain of %d volumes (%d MiB, %d attached to running guests):'
-          % (len(created), total_mb, ATTACHED))
+          % (len(created), total_mb, attached))
     print('  sum of dd bs=4M oflag=direct copies: %6.2f s' % dd_sum)
     source, target = 'pool-a', 'pool-b'
     for parallel in (1, 2, 4):
@@ -364,6 +364,10 @@ def main() -> None:
                         default=True,
                         help='[storage] copy_pacing, for every copy (on, '
                         'as by default; --no-pacing: off).')
+    parser.add_argument('--drain-attached', type=int, default=4,
+                        choices=range(len(DRAIN_SIZES_MB) + 1),
+                        metavar='N', help='Volumes of the drain attached '
+                        'to running guests, which it moves live (4).')
     args = parser.parse_args()
 
     with cluster.qemu_cluster(
@@ -377,7 +381,7 @@ def main() -> None:
         if args.only != 'pauses':
             run_cold_copy(args.cold_size_mb, pools)
             run_against_mirror(args.size_mb, pools)
-            run_drain(pools)
+            run_drain(pools, args.drain_attached)
 
 if __name__ == '__main__':
     main()
