@@ -275,14 +275,8 @@ def run_drain(pools: dict, attached: int) -> None:
         drop_caches()
         began = time.perf_counter()
         volumes.drain_pool(admin, source, target, max_parallel=parallel)
-        drain = polling.until(
-            lambda s=source: volumes.pool_drain_get(admin, s),
-            lambda d: d['status'] != 'running', 'the drain',
-            timeout=1800, interval=0.2)
+        drain = polling.drained(volumes, admin, source)
         elapsed = time.perf_counter() - began
-        if drain['progress']['volumes_done'] != len(drain['volumes']):
-            raise SystemExit('the drain left volumes behind: %s'
-                             % drain['volumes'])
         print('  --max-parallel %d: %6.2f s -> %.2fx the dd sum '
               '(%d volumes)' % (parallel, elapsed, elapsed / dd_sum,
                                 len(drain['volumes'])))

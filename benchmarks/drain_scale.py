@@ -48,14 +48,8 @@ def drained(count: int, size_mb: int, parallel: int, pools: dict) -> tuple:
     data_path.drop_caches()
     began = time.perf_counter()
     volumes.drain_pool(admin, 'pool-a', 'pool-b', max_parallel=parallel)
-    drain = polling.until(
-        lambda: volumes.pool_drain_get(admin, 'pool-a'),
-        lambda d: d['status'] != 'running', 'the drain', timeout=3600,
-        interval=0.2)
+    polling.drained(volumes, admin, 'pool-a', expected=count, timeout=3600)
     elapsed = time.perf_counter() - began
-    if drain['progress']['volumes_done'] != count:
-        raise SystemExit('the drain left volumes behind: %s'
-                         % drain['volumes'])
     for vol in created:
         volumes.delete_volume(admin, vol['id'])
     return elapsed / count, dd / count

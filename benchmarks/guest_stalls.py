@@ -166,17 +166,8 @@ class Run:
         self.windows['copy'].append((started, checked))
         self.windows['complete'].append((checked, ended))
         if self.drain > 1:
-            self.drained('pool-a')
-
-    def drained(self, pool: str) -> None:
-        """Once the drain of ``pool`` has ended, every volume moved."""
-        drain = polling.until(
-            lambda: self.volumes.pool_drain_get(self.admin, pool),
-            lambda d: d['status'] != 'running', 'the drain', timeout=1800,
-            interval=0.05)
-        if drain['progress']['volumes_done'] != len(drain['volumes']):
-            raise SystemExit('the drain left volumes behind: %s'
-                             % drain['volumes'])
+            polling.drained(self.volumes, self.admin, 'pool-a',
+                            interval=0.05)
 
     def mirror(self, pool: str) -> None:
         new = self.volumes.create_volume(self.admin, self.vol['size_mb'],
@@ -206,7 +197,7 @@ class Run:
         if self.drain > 1:
             self.volumes.drain_pool(self.admin, 'pool-b', 'pool-a',
                                     max_parallel=self.drain)
-            self.drained('pool-b')
+            polling.drained(self.volumes, self.admin, 'pool-b')
         time.sleep(1)
 
     def report(self) -> dict[str, list[tuple[float, float, float]]]:
