@@ -107,8 +107,11 @@ class QueryBudgetTest(test_migration_conductor.ConductorTestBase):
         self.assertIn('LIMIT', statements[0].upper())
         self.assertEqual(begun['migration']['id'], latest['id'])
 
-    def test_a_start_builds_no_orm_objects_and_reads_what_it_wrote(self):
-        loaded, orm_statements = [], []
+    def watch_orm(self) -> tuple[list, list]:
+        """The mapped objects loaded, and the ORM statements sent, from
+        now on."""
+        loaded: list = []
+        orm_statements: list = []
 
         def on_load(target, context):
             loaded.append(type(target).__name__)
@@ -121,6 +124,10 @@ class QueryBudgetTest(test_migration_conductor.ConductorTestBase):
         sa.event.listen(orm.Session, 'do_orm_execute', on_execute)
         self.addCleanup(sa.event.remove, orm.Session, 'do_orm_execute',
                         on_execute)
+        return loaded, orm_statements
+
+    def test_a_start_builds_no_orm_objects_and_reads_what_it_wrote(self):
+        loaded, orm_statements = self.watch_orm()
         begun = self.conductor.begin(self.ctxt, self.src['id'],
                                      starting=True, owner='volmig-api:a:g')
         started = self.conductor.started(
@@ -140,6 +147,60 @@ class QueryBudgetTest(test_migration_conductor.ConductorTestBase):
             dict(recorded, status='starting', pauses_ms=None,
                  updated_at=begun['migration']['updated_at']),
             begun['migration'])
+
+    def test_a_switch_builds_no_orm_objects(self):
+        """What a complete's report of the switch sends, the block-storage
+        records' statements included (the fake adapter's, volmig-volume's
+        own): each write one UPDATE, with no read of the row before it."""
+        migration, dst = self.completing()
+        loaded, orm_statements = self.watch_orm()
+        switched, _ = self.counted(lambda: self.conductor.switched(
+            self.ctxt, migration['id'], {'switch': 2.0}))
+        self.assertEqual(([], []), (loaded, orm_statements))
+        self.assertEqual('src_released', switched['status'])
+        # The migration read for the decision; dst's attachment read and
+        # marked attached; in one transaction, the migration read again
+        # and its compare-and-swap, and the mapping repointed. Where the
+        # database has no UPDATE ... RETURNING (MariaDB) the migration is
+        # read after its update, and the mapping before its own.
+        returning = db.get_engine().dialect.update_returning
+        self.assertEqual(
+            ['SELECT', 'SELECT', 'UPDATE', 'SELECT', 'UPDATE']
+            + ([] if returning else ['SELECT', 'SELECT']) + ['UPDATE'],
+            [statement.split()[0] for statement in self.sent],
+            '\n'.join(self.sent))
+        bdm = instances_db.bdm_get_by_attachment(self.ctxt, dst['id'])
+        self.assertEqual((migration['volume_id'], 'attached'), (
+            bdm['volume_id'],
+            self.volumes.attachment_get(self.ctxt, dst['id'])[
+                'attach_status']))
+        self.assertEqual(self.volumes.attachment_get(
+            self.ctxt, dst['id'])['connection_info'], bdm['connection_info'])
+
+    def test_an_attach_update_reads_once_and_writes_once(self):
+        volume = self.volumes.create_volume(self.ctxt, 16)
+        attachment = self.volumes.attachment_create(
+            self.ctxt, volume['id'], self.instance['uuid'], 'ro')
+        loaded, orm_statements = self.watch_orm()
+        updated, _ = self.counted(lambda: self.volumes.attachment_update(
+            self.ctxt, attachment['id'], {'host': 'h1'}))
+        self.assertEqual(([], []), (loaded, orm_statements))
+        self.assertEqual(['SELECT', 'UPDATE'],
+                         [statement.split()[0] for statement in self.sent])
+        # What it returns is what it wrote.
+        self.assertEqual(updated, self.volumes.attachment_get(
+            self.ctxt, attachment['id']))
+        self.assertEqual(({'host': 'h1'}, 'attaching', {
+            'driver_volume_type': 'fake',
+            'data': {'volume_id': volume['id'], 'access_mode': 'ro'}}), (
+            updated['connector'], updated['attach_status'],
+            updated['connection_info']))
+        self.assertRaises(exception.AttachmentNotFound,
+                          self.volumes.attachment_update, self.ctxt,
+                          uuidutils.generate_uuid(), {'host': 'h1'})
+        self.assertRaises(exception.AttachmentNotFound,
+                          self.volumes.attachment_complete, self.ctxt,
+                          uuidutils.generate_uuid())
 
     def test_a_start_on_a_host_with_no_compute_service(self):
         with db.transaction(self.ctxt) as session:

@@ -178,11 +178,10 @@ class MigrationReports:
     @staticmethod
     def _repoint_to(ctxt, migration: dict, dst: dict) -> None:
         """The mapping keeps its volume id and takes dst's attachment."""
-        bdm = instances_db.bdm_get_by_attachment(
-            ctxt, migration['src_attachment_id'])
-        instances_db.bdm_update(ctxt, bdm['id'], {
-            'attachment_id': dst['id'],
-            'connection_info': dst['connection_info']})
+        instances_db.bdm_update_by_attachment(
+            ctxt, migration['src_attachment_id'], {
+                'attachment_id': dst['id'],
+                'connection_info': dst['connection_info']})
 
     @db.rereads
     def report_progress(self, ctxt, migration_id: str, bytes_done: int,

@@ -181,11 +181,42 @@ def bdm_get_all(ctxt, instance_uuid: str | list | None = None,
 
 @engine.retried
 def bdm_update(ctxt, bdm_id: int, values: dict) -> dict:
+    return _mapping_update(ctxt, _MAPPINGS.c.id == bdm_id, values,
+                           'mapping %s' % bdm_id)
+
+
+@engine.retried
+def bdm_update_by_attachment(ctxt, attachment_id: str, values: dict) -> dict:
+    """The mapping of ``attachment_id``, updated: what a switch to dst
+    writes, in one statement."""
+    return _mapping_update(ctxt, _MAPPINGS.c.attachment_id == attachment_id,
+                           values, attachment_id)
+
+
+def _mapping_update(ctxt, where, values: dict, missing: str) -> dict:
+    """One UPDATE on the table, and the row it wrote, returned by the
+    statement where the database can (PostgreSQL, SQLite). MySQL cannot:
+    there the row is read, locked, first, as the ORM read it, since the
+    update may change what found it (a switch's attachment id). The ORM
+    cost a mapped object, and the read, for one change."""
+    values = dict(values, updated_at=timeutils.utcnow())
     with engine.transaction(ctxt) as session:
-        bdm = session.get(models.BlockDeviceMapping, bdm_id)
-        bdm.update(values)
-        session.flush()
-        return bdm.to_dict()
+        if session.get_bind().dialect.update_returning:
+            row = session.execute(sa.update(_MAPPINGS).where(where).values(
+                **values).returning(*_MAPPINGS.c)).first()
+            written = None if row is None else dict(row._mapping)
+        else:
+            row = session.execute(sa.select(_MAPPINGS).where(
+                where).with_for_update()).first()
+            written = None if row is None else dict(row._mapping, **values)
+            if row is not None:
+                session.execute(sa.update(_MAPPINGS).where(
+                    _MAPPINGS.c.id == row.id).values(**values))
+        # Objects this session loaded before are stale now.
+        session.expire_all()
+        if written is None:
+            raise exception.AttachmentNotFound(attachment_id=missing)
+        return written
 
 
 @engine.retried

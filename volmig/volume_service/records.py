@@ -79,6 +79,26 @@ _ATTACHMENTS = sa.select(_ATTACHMENT_TABLE).where(
         _ATTACHMENT_TABLE.c.created_at, _ATTACHMENT_TABLE.c.id)
 
 
+# What an attach's update reads: the attachment and its volume.
+_ATTACHMENT_AND_VOLUME = sa.select(_ATTACHMENT_TABLE, _VOLUME_TABLE).join(
+    _VOLUME_TABLE, _VOLUME_TABLE.c.id == _ATTACHMENT_TABLE.c.volume_id
+).where(_ATTACHMENT_TABLE.c.id == sa.bindparam('attachment_id'))
+
+
+def _columns(row, table) -> dict:
+    """``table``'s values in a joined row, without bookkeeping."""
+    return {column.name: row._mapping[column] for column in table.c
+            if column.name not in _HIDDEN}
+
+
+def _attachment_update(attachment_id: str, values: dict):
+    """One UPDATE on the table: through a mapped object, the ORM read
+    the attachment first, a statement of its own."""
+    return sa.update(_ATTACHMENT_TABLE).where(
+        _ATTACHMENT_TABLE.c.id == attachment_id).values(
+            updated_at=timeutils.utcnow(), **values)
+
+
 def _found(session, statement, volume_id: str):
     """``statement``'s row of the volume; VolumeNotFound if it has none."""
     return db_api.row(session, statement, {'volume_id': volume_id},
@@ -252,21 +272,30 @@ class VolumeRecords:
 
     @db_api.retried
     def attachment_update(self, ctxt, attachment_id, connector):
+        """Two statements: the attachment with its volume, and the
+        update."""
         with db_api.own_transaction() as session:
-            attachment = _attachment(session, attachment_id)
-            volume = _volume(session, attachment.volume_id)
-            attachment.connector = connector
-            attachment.attach_status = states.ATTACH_ATTACHING
-            attachment.connection_info = self.connection_info(
-                _plain(volume), _plain(attachment))
-            session.flush()
-            return _plain(attachment)
+            row = db_api.row(session, _ATTACHMENT_AND_VOLUME,
+                             {'attachment_id': attachment_id},
+                             exception.AttachmentNotFound,
+                             attachment_id=attachment_id)
+            values = {'connector': connector,
+                      'attach_status': states.ATTACH_ATTACHING}
+            attachment = dict(_columns(row, _ATTACHMENT_TABLE), **values)
+            values['connection_info'] = attachment['connection_info'] = (
+                self.connection_info(_columns(row, _VOLUME_TABLE),
+                                     attachment))
+            session.execute(_attachment_update(attachment_id, values))
+            return attachment
 
     @db_api.retried
     def attachment_complete(self, ctxt, attachment_id):
         with db_api.own_transaction() as session:
-            _attachment(session, attachment_id).attach_status = (
-                states.ATTACH_ATTACHED)
+            if not session.execute(_attachment_update(
+                    attachment_id,
+                    {'attach_status': states.ATTACH_ATTACHED})).rowcount:
+                raise exception.AttachmentNotFound(
+                    attachment_id=attachment_id)
 
     @db_api.retried
     def attachment_delete(self, ctxt, attachment_id):
