@@ -127,7 +127,8 @@ class ConsoleReader(threading.Thread):
                 return self._socket.recv(65536)
             except OSError:
                 return b''
-        assert self._file is not None
+        if self._file is None:
+            return b''  # neither a socket nor a file: nothing to read
         while True:
             data = self._file.read(65536)
             # Once closed, what the file holds still counts.
