@@ -29,10 +29,12 @@ Each attached run also times a detached volume's move while its guest
 writes, the baseline under the same load. Last, the copy's own
 floor: Cinder's ``dd`` against volmig's copy alone and its checked copy
 (dst read back from the disk behind the copy), each from a cold cache.
-Run as root (bind mounts), after ``tools/bootstrap.sh``::
+``--no-pacing`` turns the agent's ``[storage] copy_pacing`` off, to see
+what the pace costs the compute API's path. Run as root (bind mounts),
+after ``tools/bootstrap.sh``::
 
     .venv/bin/python -m benchmarks.cinder_migration [--size-gb 1] \\
-        [--runs 3] [--logs DIR]
+        [--runs 3] [--logs DIR] [--no-pacing]
 """
 
 import argparse
@@ -64,7 +66,12 @@ CHUNK = 4096 * 1024
 
 
 class Deployment(fixtures.Fixture):
-    """Keystone, Cinder, and volmig with ``[volume] backend = cinder``."""
+    """Keystone, Cinder, and volmig with ``[volume] backend = cinder``;
+    its agent's ``[storage] copy_pacing`` is ``pacing``."""
+
+    def __init__(self, pacing: bool = True):
+        super().__init__()
+        self.pacing = pacing
 
     def _setUp(self):
         self.keystone = self.useFixture(openstack.Keystone())
@@ -94,7 +101,8 @@ class Deployment(fixtures.Fixture):
                    ('compute', 'driver'): 'qemu',
                    ('compute', 'stop_guests_on_exit'): True,
                    ('compute', 'shutdown_timeout'): 5,
-                   ('qemu', 'image_dir'): images}
+                   ('qemu', 'image_dir'): images,
+                   ('storage', 'copy_pacing'): self.pacing}
         options.update(self.cinder.volmig_options())
         options.update(self.keystone.authtoken_options())
         self.guests = os.path.join(self.dir, 'compute', 'guests')
@@ -298,13 +306,17 @@ def main() -> None:
                         help='keep the logs of volmig and Cinder there')
     parser.add_argument('--runs', type=int, default=3,
                         help='migrations of each kind; medians are printed')
+    parser.add_argument('--pacing', action=argparse.BooleanOptionalAction,
+                        default=True,
+                        help="the agent's [storage] copy_pacing (default: "
+                             "on, as shipped)")
     args = parser.parse_args()
     paths = [('unmodified Cinder, volmig\'s compute API', 'nfs-a', 'nfs-b',
               Deployment.move_steps),
              ('volmig\'s manager in cinder-volume', 'nfs-c', 'nfs-d',
               Deployment.manager_steps)]
     results = []
-    with Deployment() as deployment:
+    with Deployment(args.pacing) as deployment:
         if args.logs:
             deployment.addCleanup(keep_logs, args.logs, deployment.dir,
                                   deployment.cinder.dir)
