@@ -29,12 +29,12 @@ Each attached run also times a detached volume's move while its guest
 writes, the baseline under the same load. Last, the copy's own
 floor: Cinder's ``dd`` against volmig's copy alone and its checked copy
 (dst read back from the disk behind the copy), each from a cold cache.
-``--no-pacing`` turns the agent's ``[storage] copy_pacing`` off, to see
-what the pace costs the compute API's path. Run as root (bind mounts),
-after ``tools/bootstrap.sh``::
+Beside each attached run, the guest's gaps between acknowledged writes
+(p50, p99, longest) during the retype and in a quiet spell before it.
+Run as root (bind mounts), after ``tools/bootstrap.sh``::
 
     .venv/bin/python -m benchmarks.cinder_migration [--size-gb 1] \\
-        [--runs 3] [--logs DIR] [--no-pacing]
+        [--runs 3] [--logs DIR]
 """
 
 import argparse
@@ -44,6 +44,7 @@ import shutil
 import statistics
 import subprocess  # nosec: dd, as Cinder runs it
 import time
+import typing
 
 import fixtures
 from oslo_config import cfg
@@ -63,15 +64,13 @@ from volmig.demo import writes as guest_writes
 
 # volmig's copy chunk ([storage] copy_chunk_kb's default).
 CHUNK = 4096 * 1024
+# Seconds of the guest's writes measured before each retype, with no
+# migration: its own pace.
+QUIET = 5.0
 
 
 class Deployment(fixtures.Fixture):
-    """Keystone, Cinder, and volmig with ``[volume] backend = cinder``;
-    its agent's ``[storage] copy_pacing`` is ``pacing``."""
-
-    def __init__(self, pacing: bool = True):
-        super().__init__()
-        self.pacing = pacing
+    """Keystone, Cinder, and volmig with ``[volume] backend = cinder``."""
 
     def _setUp(self):
         self.keystone = self.useFixture(openstack.Keystone())
@@ -101,8 +100,7 @@ class Deployment(fixtures.Fixture):
                    ('compute', 'driver'): 'qemu',
                    ('compute', 'stop_guests_on_exit'): True,
                    ('compute', 'shutdown_timeout'): 5,
-                   ('qemu', 'image_dir'): images,
-                   ('storage', 'copy_pacing'): self.pacing}
+                   ('qemu', 'image_dir'): images}
         options.update(self.cinder.volmig_options())
         options.update(self.keystone.authtoken_options())
         self.guests = os.path.join(self.dir, 'compute', 'guests')
@@ -196,23 +194,50 @@ class Deployment(fixtures.Fixture):
                               r'([\d.]+) s', log.read())
 
 
+class Attached(typing.NamedTuple):
+    """One retype of a writing guest's volume."""
+    # Seconds of a detached volume's retype under the same guest.
+    detached: float
+    # Seconds of the guest's volume's retype.
+    seconds: float
+    # Writes acknowledged during it, and those not on the new volume.
+    written: int
+    lost: int
+    # The gaps between the guest's acknowledgements (p50, p99, longest,
+    # ms): in a quiet spell before, and during the retype.
+    quiet: tuple[float, float, float]
+    moving: tuple[float, float, float]
+
+
 def attached(deployment: Deployment, size_gb: int, old_type: str,
-             new_type: str) -> tuple[float, float, int, int]:
-    """Under a writing guest: (seconds of a detached volume's retype, of
-    the guest's volume's retype, writes acknowledged meanwhile,
-    acknowledged blocks not on the new volume). On this 2-core machine the
+             new_type: str) -> Attached:
+    """A retype under a writing guest. On this 2-core machine the
     guest's QEMU (TCG) takes a core, which slows Cinder's copy too: the
     detached volume is moved while it runs, for a baseline under the same
     load."""
     volume_id = deployment.filled_volume(size_gb, old_type)
     detached_id = deployment.filled_volume(size_gb, old_type)
     server_id = deployment.boot(volume_id)
-    openstack.wait_for('the writer', lambda: len(deployment.acks(
-        server_id, volume_id)) >= 20, timeout=300)
-    detached = deployment.retype(detached_id, new_type)
-    before = len(deployment.acks(server_id, volume_id))
-    seconds = deployment.retype(volume_id, new_type)
-    written = len(deployment.acks(server_id, volume_id)) - before
+    serial = guests.serial(volume_id)
+    console = guest_writes.ConsoleReader(guest_writes.console_of(
+        os.path.join(deployment.guests, server_id)))
+    console.start()
+    try:
+        openstack.wait_for('the writer', lambda: len(deployment.acks(
+            server_id, volume_id)) >= 20, timeout=300)
+        detached = deployment.retype(detached_id, new_type)
+        began = time.monotonic()
+        time.sleep(QUIET)
+        quiet = guest_writes.spread(console.gaps(serial, began,
+                                                 time.monotonic()))
+        before = len(deployment.acks(server_id, volume_id))
+        seconds = deployment.retype(volume_id, new_type)
+        ended = time.monotonic()
+        moving = guest_writes.spread(console.gaps(serial, ended - seconds,
+                                                  ended))
+        written = len(deployment.acks(server_id, volume_id)) - before
+    finally:
+        console.close()
     # Cinder's success may come before volmig's commit into the new
     # volume ends; the server takes no other action until then.
     openstack.wait_for('the commit', lambda: deployment.rest(
@@ -231,7 +256,7 @@ def attached(deployment: Deployment, size_gb: int, old_type: str,
     openstack.wait_for('the volume to be detached', lambda: deployment.cinder.
                        volume(volume_id)['status'] == 'available')
     deployment.discard(volume_id, detached_id)
-    return detached, seconds, written, len(lost)
+    return Attached(detached, seconds, written, len(lost), quiet, moving)
 
 
 def drop_caches() -> None:
@@ -291,6 +316,12 @@ def copy_floor(directory: str, size_gb: int) -> dict[str, float]:
     return times
 
 
+def medians(spreads: list[tuple[float, float, float]]) -> str:
+    """p50/p99/longest, each the median over the runs, in ms."""
+    return '/'.join('%.0f' % statistics.median(column)
+                    for column in zip(*spreads, strict=True))
+
+
 def keep_logs(target: str, *directories: str) -> None:
     os.makedirs(target, exist_ok=True)
     for directory in directories:
@@ -306,17 +337,13 @@ def main() -> None:
                         help='keep the logs of volmig and Cinder there')
     parser.add_argument('--runs', type=int, default=3,
                         help='migrations of each kind; medians are printed')
-    parser.add_argument('--pacing', action=argparse.BooleanOptionalAction,
-                        default=True,
-                        help="the agent's [storage] copy_pacing (default: "
-                             "on, as shipped)")
     args = parser.parse_args()
     paths = [('unmodified Cinder, volmig\'s compute API', 'nfs-a', 'nfs-b',
               Deployment.move_steps),
              ('volmig\'s manager in cinder-volume', 'nfs-c', 'nfs-d',
               Deployment.manager_steps)]
     results = []
-    with Deployment(args.pacing) as deployment:
+    with Deployment() as deployment:
         if args.logs:
             deployment.addCleanup(keep_logs, args.logs, deployment.dir,
                                   deployment.cinder.dir)
@@ -332,12 +359,12 @@ def main() -> None:
             volume_id = deployment.filled_volume(args.size_gb, 'nfs-a')
             idle.append(deployment.retype(volume_id, 'nfs-b'))
             deployment.discard(volume_id)
-        for name, old, new, steps in paths:
+        for name, old, new, logged in paths:
             attached(deployment, args.size_gb, old, new)
-            warmed = len(steps(deployment))
+            warmed = len(logged(deployment))
             runs = [attached(deployment, args.size_gb, old, new)
                     for _ in range(args.runs)]
-            results.append((name, runs, steps(deployment)[warmed:]))
+            results.append((name, runs, logged(deployment)[warmed:]))
     print('Cinder migration of a tenant\'s %d GiB volume (random data, '
           'cold cache) to another backend, os-retype on-demand by her; %d '
           'runs of each, medians' % (args.size_gb, args.runs))
@@ -346,18 +373,26 @@ def main() -> None:
         statistics.median(idle), ', '.join('%.1f' % t for t in idle)))
     for name, runs, steps in results:
         print('  %s:' % name)
-        for loaded, seconds, written, lost in runs:
+        for run in runs:
             print('    attached %5.1f s: %.2fx the idle detached move; a '
                   'detached volume meanwhile %5.1f s; %d writes '
-                  'acknowledged meanwhile, %d missing on the new volume'
-                  % (seconds, seconds / statistics.median(idle), loaded,
-                     written, lost))
+                  'acknowledged meanwhile, %d missing on the new volume; '
+                  'the guest\'s gaps %s ms, quiet before %s'
+                  % (run.seconds, run.seconds / statistics.median(idle),
+                     run.detached, run.written, run.lost,
+                     '/'.join('%.0f' % v for v in run.moving),
+                     '/'.join('%.0f' % v for v in run.quiet)))
         print('    median: attached %.1f s, %.2fx the idle detached move '
               '(what a user sees), %.2fx the detached move under the same '
-              'load' % (statistics.median(run[1] for run in runs),
-                        statistics.median(run[1] for run in runs)
-                        / statistics.median(idle),
-                        statistics.median(run[1] / run[0] for run in runs)))
+              'load; the guest\'s gaps (p50/p99/longest, ms) %s during '
+              'the retype, %s quiet' % (
+                  statistics.median(run.seconds for run in runs),
+                  statistics.median(run.seconds for run in runs)
+                  / statistics.median(idle),
+                  statistics.median(run.seconds / run.detached
+                                    for run in runs),
+                  medians([run.moving for run in runs]),
+                  medians([run.quiet for run in runs])))
         by_step: dict[str, list[float]] = {}
         for step, seconds in steps:
             by_step.setdefault(step, []).append(float(seconds))
@@ -371,7 +406,7 @@ def main() -> None:
     # other step free, it takes the detached migration with dd swapped
     # for volmig's checked copy (each at its idle time: an estimate, as
     # the load slows each of them).
-    loaded = statistics.median(run[0] for run in results[0][1])
+    loaded = statistics.median(run.detached for run in results[0][1])
     bound = (loaded - floor['Cinder\'s dd'] + floor['its checked copy'])
     print('  the compute API\'s path, estimated floor: %.2fx (the detached '
           'migration under load, %.1f s, its dd, %.1f s, swapped for '

@@ -18,6 +18,7 @@ from volmig.compute import copies
 from volmig.compute import manager
 from volmig.compute import volumes
 from volmig.conf import CONF
+from volmig.datapath import pacing
 
 
 def connection(path: str) -> dict:
@@ -62,6 +63,37 @@ class VolumeCopiesTest(base.BaseTestCase):
 
     def test_a_job_unknown_here_says_so(self):
         self.assertEqual({'state': copies.UNKNOWN}, self.jobs.status('other'))
+
+    def test_only_a_volume_on_this_host_s_disk_is_paced(self):
+        # An NFS share's disks are its server's, even where a directory
+        # of this host's disk is bind-mounted as the share (os-brick's
+        # mount is the boundary here): the pace would yield to this
+        # host's guests for a copy that does not share their disk.
+        src, dst = (os.path.join(self.dir, name) for name in ('src', 'dst'))
+        for path, data in ((src, os.urandom(1024 * 1024)), (dst, b'')):
+            with open(path, 'wb') as volume:
+                volume.write(data)
+                volume.truncate(1024 * 1024)
+        nfs = {'driver_volume_type': 'nfs',
+               'data': {'export': '127.0.0.1:/share', 'name': 'src'}}
+        self.useFixture(fixtures.MockPatchObject(
+            self.jobs.volumes, 'path', lambda info: info['data'].get(
+                'path', src if info is nfs else dst)))
+        shared = self.useFixture(fixtures.MockPatchObject(
+            pacing, 'shared', wraps=pacing.shared)).mock
+        local = {'driver_volume_type': 'local', 'data': {'path': src}}
+        jobs = [('checksum', ('hash-file', connection(src))),
+                ('checksum', ('hash-local', local)),
+                ('checksum', ('hash-nfs', nfs)),
+                ('start', ('copy-file', connection(src), connection(dst))),
+                ('start', ('copy-nfs', nfs, connection(dst)))]
+        for method, args in jobs:
+            shared.reset_mock()
+            getattr(self.jobs, method)(*args)
+            self.assertEqual(copies.DONE, self.ended(args[0])['state'])
+            [(path, _, paced)] = [call.args for call in shared.mock_calls]
+            self.assertEqual((src, not args[0].endswith('nfs')),
+                             (path, paced), args[0])
 
 
 class AgentEndpointsTest(base.BaseTestCase):

@@ -90,12 +90,14 @@ class VolumeCopies:
             self.volumes.path(src_info), self.volumes.path(dst_info),
             self.conf, copy_id,
             self.conf.storage.max_bandwidth_mbps * 1024 * 1024,
-            lambda done, total: self._set(copy_id, done=done, total=total))
+            lambda done, total: self._set(copy_id, done=done, total=total),
+            paced=volumes.on_this_host(src_info))
 
     def _checksum(self, copy_id: str, info: dict) -> str:
         return copy_mod.checksum(
             self.volumes.path(info), self.conf,
-            self.conf.storage.max_bandwidth_mbps * 1024 * 1024)
+            self.conf.storage.max_bandwidth_mbps * 1024 * 1024,
+            paced=volumes.on_this_host(info))
 
     def stop(self) -> None:
         self._executor.shutdown(wait=False)

@@ -23,6 +23,8 @@ FILE = 'file'
 # Cinder's driver_volume_type, and os-brick's name for its connector.
 BRICK_PROTOCOLS = {'nfs': 'NFS', 'local': 'LOCAL'}
 SUPPORTED = (FILE, *BRICK_PROTOCOLS)
+# Those whose data is on a disk of this host.
+ON_THIS_HOST = (FILE, 'local')
 
 
 def _brick():
@@ -72,6 +74,14 @@ class VolumeConnector:
                 action='connect a %s volume' % protocol,
                 reason=exception.safe_message(exc))
         return device['path']
+
+
+def on_this_host(connection_info: dict) -> bool:
+    """Whether the volume's data is on a disk of this host, whose other
+    users the copy's pace can watch. An NFS share's is on its server's
+    disks, whatever its mount point is here (a directory bind-mounted as
+    the share, in tests and benchmarks on one machine)."""
+    return check_protocol(connection_info) in ON_THIS_HOST
 
 
 def check_protocol(connection_info: dict) -> str:

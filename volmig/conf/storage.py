@@ -47,7 +47,9 @@ storage_opts = [
                      'max_bandwidth_mbps let it. The copies on one disk '
                      'in a process share one pace. A volume on a file '
                      'system without a block device of this host (an NFS '
-                     'share, tmpfs) is not paced. Off, each copy runs as '
+                     'share, tmpfs) is not paced, nor is a Cinder NFS '
+                     'volume that the compute agent copies or hashes, '
+                     'whatever its mount point is. Off, each copy runs as '
                      'fast as the disk and max_bandwidth_mbps let it, '
                      'whoever waits behind it.'),
     cfg.IntOpt('max_bandwidth_mbps', default=0, min=0,

@@ -168,16 +168,18 @@ def copy(src_path: str, dst_path: str, chunk_size: int,
 def checked_copy(src_path: str, dst_path: str, conf, name: str,
                  max_bytes_per_second: int = 0,
                  progress: reading.Progress | None = None,
-                 copied: Callable[[], None] = lambda: None) -> str:
+                 copied: Callable[[], None] = lambda: None,
+                 paced: bool = True) -> str:
     """Copy src into dst, and compare dst, read back from the disk behind
     the copy, with src; returns src's digest. ``copied`` runs once the
-    copy is done. Raises CopyMismatch, naming ``name``, when they
-    differ."""
+    copy is done. ``paced``: False where src's disk is not this host's
+    (``[storage] copy_pacing`` does not apply). Raises CopyMismatch,
+    naming ``name``, when they differ."""
     chunk, io = conf_sizes(conf)
     size = os.stat(src_path).st_size
     behind = check.Behind(chunk)
     with pacing.shared(src_path, max_bytes_per_second,
-                       conf.storage.copy_pacing) as share, \
+                       conf.storage.copy_pacing and paced) as share, \
             futures.ThreadPoolExecutor(max_workers=1) as checker:
         checking = checker.submit(check.compare, dst_path, size, chunk, io,
                                   share.throttle(), behind, name)
@@ -198,11 +200,13 @@ def checked_copy(src_path: str, dst_path: str, conf, name: str,
     return src_sum
 
 
-def checksum(path: str, conf, max_bytes_per_second: int) -> str:
-    """A volume's sha256 from the disk, at the pace its disk allows."""
+def checksum(path: str, conf, max_bytes_per_second: int,
+             paced: bool = True) -> str:
+    """A volume's sha256 from the disk, at the pace its disk allows
+    (``paced`` as ``checked_copy`` takes it)."""
     chunk, io = conf_sizes(conf)
     with pacing.shared(path, max_bytes_per_second,
-                       conf.storage.copy_pacing) as share:
+                       conf.storage.copy_pacing and paced) as share:
         return reading.sha256_from_disk(path, chunk, io, share.throttle())
 
 
