@@ -10,6 +10,7 @@ first writer ran alone (``idle``)."""
 import json
 import os
 import tempfile
+import threading
 import time
 
 import fixtures
@@ -171,6 +172,37 @@ class ShareTest(base.BaseTestCase):
             self.assertEqual(float('inf'), share.rate())
         with pacing.shared(self.path, 2 * MIB, True) as share:
             self.assertEqual(2 * MIB, share.rate())
+
+    def held(self, share: pacing.Share) -> threading.Event:
+        """Whether a pass of ``share`` went on: one runs from now on."""
+        went_on = threading.Event()
+        throttle = share.throttle()
+        threading.Thread(target=lambda: (throttle(4096), went_on.set()),
+                         daemon=True).start()
+        return went_on
+
+    def test_a_complete_holds_the_copies_on_its_disk_until_it_ends(self):
+        with pacing.shared(self.path, 0, True) as share:
+            with pacing.first([self.path, self.path + '.gone'], True):
+                self.assertTrue(share.disk.holding)
+                went_on = self.held(share)
+                # Held, whatever the rate allows.
+                self.assertFalse(went_on.wait(0.5))
+            self.assertTrue(went_on.wait(60))
+            self.assertFalse(share.disk.holding)
+
+    def test_a_complete_holds_them_for_HOLD_seconds_at_most(self):
+        self.useFixture(fixtures.MockPatchObject(pacing, 'HOLD', 0.0))
+        with pacing.shared(self.path, 0, True) as share:
+            with pacing.first([self.path], True):
+                self.assertFalse(share.disk.holding)
+                self.assertTrue(self.held(share).wait(60))
+
+    def test_without_pacing_a_complete_holds_nothing(self):
+        with pacing.shared(self.path, 0, True) as share:
+            with pacing.first([self.path], False):
+                self.assertFalse(share.disk.holding)
+                self.assertTrue(self.held(share).wait(60))
 
     def test_without_pacing_the_ceiling_alone(self):
         with pacing.shared(self.path, 3 * MIB, False) as share:

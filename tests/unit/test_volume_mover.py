@@ -3,6 +3,7 @@ RabbitMQ: real files in two pool directories, the block-storage client
 calling volmig-api's manager in this process (tests/unit/in_process.py),
 the fake driver's guest. The bytes are checked, not only the statuses."""
 
+import contextlib
 import os
 import threading
 import time
@@ -18,6 +19,7 @@ from volmig import states
 from volmig.block_storage import base
 from volmig.cmd import manage
 from volmig.conf import CONF
+from volmig.datapath import pacing
 from volmig.db import api as db
 from volmig.db import instances as instances_db
 from volmig.volume_service import manager as storage_manager
@@ -115,6 +117,31 @@ class MoverTest(MoverBase):
                          (disk.attachment_id, disk.on_overlay))
         self.assertEqual(attachment['id'], instances_db.bdm_get_by_volume(
             self.ctxt, self.instance['uuid'], moved['id'])['attachment_id'])
+        self.wait_for_the_commit()
+
+    def test_the_complete_holds_the_copies_on_the_volume_s_disks(self):
+        """A drain's other copies wait while a guest switches, so its
+        I/O, held for the switch, is not queued behind theirs."""
+        src_path = self.volume()['path']
+        held: list = []
+
+        @contextlib.contextmanager
+        def first(paths, adaptive):
+            held.append((paths, adaptive))
+            yield
+            held.append('released')
+        self.useFixture(fixtures.MockPatchObject(pacing, 'first', first))
+        complete = self.mover.patient.complete
+
+        def completing(*args, **kwargs):
+            held.append('complete')
+            return complete(*args, **kwargs)
+        self.useFixture(fixtures.MockPatchObject(
+            self.mover.patient, 'complete', completing))
+        self.mover.begin(self.service, self.bdm['volume_id'], 'pool-b')
+        moved = self.wait_for('success')
+        self.assertEqual([([src_path, moved['path']], True), 'complete',
+                          'released'], held)
         self.wait_for_the_commit()
 
     def test_a_refused_start_leaves_the_volume_whole_on_src(self):

@@ -39,6 +39,7 @@ from volmig import exception
 from volmig import rpc
 from volmig import states
 from volmig.datapath import copy as copy_mod
+from volmig.datapath import pacing
 from volmig.volume_service import copy_queue
 from volmig.volume_service import unfinished
 
@@ -152,17 +153,10 @@ class Mover(copy_queue.CopyQueue, unfinished.UnfinishedMoves):
                 copy_mod.verified_copy(self.volumes, self.conf, volume, dst,
                                        max_bytes_per_second,
                                        self._still_started(ctxt, volume))
-            for migration in self._migrations(ctxt, volume):
-                if migration['status'] == states.STARTED:
-                    attachment = self._dst_attachment(ctxt, volume, dst,
-                                                      migration)
-                    self.patient.complete(ctxt,
-                                          migration['src_attachment_id'],
-                                          attachment['id'], wait=False)
-            migrations = [self.patient.wait_for(
-                ctxt, migration['id'], client.SRC_RELEASED_OR_LATER,
-                timeout=FOREVER) for migration in self._migrations(
-                    ctxt, volume)]
+            # The guests' switches go first on the volume's disks.
+            with pacing.first([volume['path'], dst['path']],
+                              self.conf.storage.copy_pacing):
+                migrations = self._complete(ctxt, volume, dst)
         except Exception as exc:
             LOG.exception('Migration of volume %s failed', volume_id)
             self._abandon(ctxt, volume_id, dst, exc)
@@ -174,6 +168,19 @@ class Mover(copy_queue.CopyQueue, unfinished.UnfinishedMoves):
         self._drop_src(volume_id)
         LOG.info('Volume %s now lives in pool %s', volume_id, dst['pool'])
         self._after_end()
+
+    def _complete(self, ctxt, volume: dict, dst: dict) -> list[dict]:
+        """Step 5: each migration completed onto dst; they are returned
+        once each guest is off src."""
+        for migration in self._migrations(ctxt, volume):
+            if migration['status'] == states.STARTED:
+                attachment = self._dst_attachment(ctxt, volume, dst,
+                                                  migration)
+                self.patient.complete(ctxt, migration['src_attachment_id'],
+                                      attachment['id'], wait=False)
+        return [self.patient.wait_for(
+            ctxt, migration['id'], client.SRC_RELEASED_OR_LATER,
+            timeout=FOREVER) for migration in self._migrations(ctxt, volume)]
 
     def _still_started(self, ctxt, volume: dict):
         """The copy's check: it raises once a migration of the volume is
