@@ -9,5 +9,9 @@ from volmig.api import http
 
 def main() -> None:
     config.parse_args(sys.argv[1:])
+    # The REST API listens before the RPC face starts, so its "is ready"
+    # line (after the first heartbeat) means that both serve: building
+    # the WSGI app took long enough under load for a client that waited
+    # for that line to find the port closed.
     service.serve(lambda: service.ServiceGroup([
-        service.Service(service.API), http.HTTPService()]))
+        http.HTTPService(), service.Service(service.API)]))
