@@ -335,8 +335,15 @@ def get_server(topic: str, server: str, endpoints: list):
 
 
 def get_notifier(publisher_id: str, topic: str) -> messaging.Notifier:
+    """A notifier that sends where ``[oslo_messaging_notifications]
+    driver`` says; with none named, one whose ``is_enabled()`` is False."""
     if _NOTIFICATION_TRANSPORT is None:
         raise RuntimeError('volmig.rpc.init() has not been called')
+    # oslo.messaging reads an empty list of drivers as enabled (it is not
+    # ['noop']), so each event's payload was built and sent nowhere: 5 %
+    # of the conductor's CPU, measured under 600 migrations.
+    named = _NOTIFICATION_TRANSPORT.conf.oslo_messaging_notifications.driver
     return messaging.Notifier(_NOTIFICATION_TRANSPORT,
                               publisher_id=publisher_id, topics=[topic],
+                              driver=None if named else 'noop',
                               serializer=RequestContextSerializer())
