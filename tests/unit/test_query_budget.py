@@ -107,6 +107,32 @@ class QueryBudgetTest(test_migration_conductor.ConductorTestBase):
         self.assertIn('LIMIT', statements[0].upper())
         self.assertEqual(begun['migration']['id'], latest['id'])
 
+    def test_listing_migrations_builds_no_orm_objects(self):
+        """The queue's look at each migration's end (the queued ones), and
+        every other list, read rows: what each holds is its record."""
+        ended = self.conductor.begin(self.ctxt, self.src['id'],
+                                     starting=True)['migration']
+        self.conductor.fail(self.ctxt, ended['id'], 'x',
+                            recovery_needed=False)
+        running = self.conductor.begin(self.ctxt, self.src['id'],
+                                       starting=True)['migration']
+        loaded, orm_statements = self.watch_orm()
+        everything, statements = self.counted(
+            lambda: db.migration_get_all(self.ctxt))
+        self.assertEqual(([], []), (loaded, orm_statements))
+        self.assertEqual(1, len(statements), statements)
+        self.assertEqual([db.migration_get(self.ctxt, migration['id'])
+                          for migration in (ended, running)], everything)
+        self.assertEqual([], db.migration_get_all(self.ctxt,
+                                                  status=states.QUEUED))
+        self.assertEqual([running['id']], [
+            migration['id'] for migration in db.migration_get_all(
+                self.ctxt, status=states.IN_PROGRESS,
+                volume_id=running['volume_id'], limit=1)])
+        self.assertEqual([running['id']], [
+            migration['id'] for migration in db.migration_get_all(
+                self.ctxt, limit=5, marker=ended['id'])])
+
     def watch_orm(self) -> tuple[list, list]:
         """The mapped objects loaded, and the ORM statements sent, from
         now on."""

