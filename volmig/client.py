@@ -164,8 +164,10 @@ class MigrationClient:
                          filters=filters, limit=limit, marker=marker)
 
     def wait_for(self, ctxt, migration_id: str, statuses,
-                 timeout: float = 300) -> dict:
-        """Poll until the migration reaches one of ``statuses``.
+                 timeout: float = 300,
+                 poll_interval: float | None = None) -> dict:
+        """Poll until the migration reaches one of ``statuses``, every
+        ``poll_interval`` seconds (the client's own by default).
 
         Raises MigrationFailed if it ends in error, or in another
         terminal status first.
@@ -184,7 +186,8 @@ class MigrationClient:
                     reason=migration['error_reason'] or
                     'it is %s, not %s' % (migration['status'],
                                           ' or '.join(sorted(wanted))))
-            time.sleep(self._poll_interval)
+            time.sleep(self._poll_interval if poll_interval is None
+                       else poll_interval)
 
 
 def _register_lazy_opts(conf) -> None:
