@@ -34,6 +34,7 @@ minor number when one is added.
 
 import copy
 import time
+import typing
 
 import oslo_messaging as messaging
 
@@ -165,9 +166,10 @@ class MigrationClient:
 
     def wait_for(self, ctxt, migration_id: str, statuses,
                  timeout: float = 300,
-                 poll_interval: float | None = None) -> dict:
-        """Poll until the migration reaches one of ``statuses``, every
-        ``poll_interval`` seconds (the client's own by default).
+                 poll_intervals: typing.Iterable[float] = ()) -> dict:
+        """Poll until the migration reaches one of ``statuses``: the
+        first pauses between asks are ``poll_intervals``, the rest the
+        client's own.
 
         Raises MigrationFailed if it ends in error, or in another
         terminal status first.
@@ -175,6 +177,7 @@ class MigrationClient:
         wanted = frozenset([statuses] if isinstance(statuses, str)
                            else statuses)
         deadline = time.monotonic() + timeout
+        pauses = iter(poll_intervals)
         while True:
             migration = self.get(ctxt, migration_id)
             if migration['status'] in wanted:
@@ -186,8 +189,7 @@ class MigrationClient:
                     reason=migration['error_reason'] or
                     'it is %s, not %s' % (migration['status'],
                                           ' or '.join(sorted(wanted))))
-            time.sleep(self._poll_interval if poll_interval is None
-                       else poll_interval)
+            time.sleep(next(pauses, self._poll_interval))
 
 
 def _register_lazy_opts(conf) -> None:

@@ -82,3 +82,23 @@ class UntilAnsweredTest(base.BaseTestCase):
         self.assertRaises(messaging.MessagingTimeout, patient.start, None,
                           'a-1')
         self.assertEqual(['migration_start'], answers.asked)
+
+
+class WaitTest(base.BaseTestCase):
+
+    def test_the_first_pauses_are_the_caller_s_then_the_client_s(self):
+        answers = Answers([], None)
+        statuses = ['completing'] * 4 + ['src_released']
+        waiter = Client(answers)
+        waiter._poll_interval = 0.2
+        waiter.get = lambda ctxt, migration_id: {'status': statuses.pop(0)}
+        slept: list[float] = []
+        self.useFixture(fixtures.MonkeyPatch('time.sleep', slept.append))
+        self.assertEqual({'status': 'src_released'}, waiter.wait_for(
+            None, 'm', 'src_released', poll_intervals=(0.02, 0.02)))
+        self.assertEqual([0.02, 0.02, 0.2, 0.2], slept)
+        # Without them, every pause is the client's.
+        statuses[:] = ['completing', 'src_released']
+        del slept[:]
+        waiter.wait_for(None, 'm', 'src_released')
+        self.assertEqual([0.2], slept)

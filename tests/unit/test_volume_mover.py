@@ -141,16 +141,16 @@ class MoverTest(MoverBase):
         wait_for = self.mover.patient.wait_for
 
         def waiting(*args, **kwargs):
-            held.append(('wait', kwargs.get('poll_interval')))
+            held.append(('wait', kwargs.get('poll_intervals')))
             return wait_for(*args, **kwargs)
         self.useFixture(fixtures.MockPatchObject(
             self.mover.patient, 'wait_for', waiting))
         self.mover.begin(self.service, self.bdm['volume_id'], 'pool-b')
         moved = self.wait_for('success')
         # The wait for the guest's switch is inside the hold, and asks
-        # often: each ask's delay holds the other copies too.
+        # often at first: each ask's delay holds the other copies too.
         self.assertEqual([([src_path, moved['path']], True), 'complete',
-                          ('wait', move.SWITCH_POLL), 'released'],
+                          ('wait', move.SWITCH_POLLS), 'released'],
                          [step for step in held if step != ('wait', None)])
         self.wait_for_the_commit()
 

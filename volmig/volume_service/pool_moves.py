@@ -52,11 +52,14 @@ FOREVER = float('inf')
 # started: an abort stops the copy within this and one chunk, at one
 # call per attachment and interval.
 STILL_STARTED_INTERVAL = 2.0
-# Seconds between the asks whether a guest is off src, while its complete
-# holds the other copies on its disks (``pacing.first``): each ask's
-# delay is theirs too, and the client's default (0.2 s) held them about
-# 0.1 s longer than the switch, at each attached volume of a drain.
-SWITCH_POLL = 0.02
+# The pauses between the asks whether a guest is off src, while its
+# complete holds the other copies on its disks (``pacing.first``): each
+# ask's delay is theirs too, and the client's own (0.2 s) held them about
+# 0.1 s past the switch, at each attached volume of a drain. 0.02 s for
+# the first 2 s (a switch took 0.2-0.6 s here), then the client's own: a
+# complete that waits on an agent or an operator is not asked 50 times a
+# second.
+SWITCH_POLLS = (0.02,) * 100
 
 
 class Mover(copy_queue.CopyQueue, unfinished.UnfinishedMoves):
@@ -185,7 +188,7 @@ class Mover(copy_queue.CopyQueue, unfinished.UnfinishedMoves):
                                       attachment['id'], wait=False)
         return [self.patient.wait_for(
             ctxt, migration['id'], client.SRC_RELEASED_OR_LATER,
-            timeout=FOREVER, poll_interval=SWITCH_POLL)
+            timeout=FOREVER, poll_intervals=SWITCH_POLLS)
             for migration in self._migrations(ctxt, volume)]
 
     def _still_started(self, ctxt, volume: dict):
