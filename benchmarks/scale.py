@@ -27,11 +27,11 @@ concurrency.init_threading()
 import argparse  # noqa: E402
 import concurrent.futures  # noqa: E402
 import os  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 
 import fixtures  # noqa: E402
 
+from benchmarks import agent_pool  # noqa: E402
 from benchmarks import baselines  # noqa: E402
 from benchmarks import footprint  # noqa: E402
 from benchmarks import served  # noqa: E402
@@ -52,64 +52,6 @@ from volmig.db import schema as schema  # noqa: E402
 
 POSTGRESQL = 'postgresql+psycopg2://postgres@127.0.0.1:5432/postgres'
 PROGRESS = 'migration_report_progress'
-
-
-def wait_for_agents(hosts: list[str], timeout: float = 120) -> None:
-    conductor = conductor_rpcapi.ConductorAPI(timeout=5)
-    admin = volmig_context.get_admin_context()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            up = {s['host'] for s in conductor.service_get_all(
-                admin, 'volmig-compute') if s['is_up']}
-        except Exception:
-            up = set()
-        if set(hosts) <= up:
-            return
-        time.sleep(0.5)
-    raise RuntimeError('agents did not register')
-
-
-def start_agents(services, hosts, per_process, job_seconds, tmp):
-    """Agent pools; returns them, with their metrics ports, once every
-    agent's RPC server consumes."""
-    pools, ports = [], []
-    for first in range(0, len(hosts), per_process):
-        group = hosts[first:first + per_process]
-        ports.append(integration_base.free_port())
-        config = cluster.write_config(
-            os.path.join(tmp, 'agents-%s-%d.conf' % (job_seconds, first)),
-            {('fake_driver', 'job_seconds'): job_seconds,
-             ('metrics', 'port'): ports[-1],
-             # futurist starts a thread for every request until the pool
-             # is full: a real host's 64 are 6,400 threads in a pool of
-             # 100 agents, which stalled 2,000 migrations on 2 cores.
-             # A simulated host needs a few.
-             ('DEFAULT', 'executor_thread_pool_size'): 4})
-        pools.append((group, services.useFixture(cluster.ServiceProcess(
-            'agent-pool', [services.config_file, config], tmp,
-            'agents-%s-%d' % (job_seconds, first), command=[
-                sys.executable, '-m', 'benchmarks.agent_pool', '--hosts',
-                ','.join(group)]))))
-    # Measured: 1,000 agents in ten pools took about 3 minutes to start
-    # on 2 cores.
-    deadline = time.monotonic() + 120 + len(hosts)
-    for group, pool in pools:
-        while True:
-            try:
-                with open(pool.log_path) as log:
-                    text = log.read()
-            except FileNotFoundError:
-                text = ''
-
-            if all('volmig-compute on %s is ready' % host in text
-                   for host in group):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError('agents %s did not start; the end of '
-                                   'their log:\n%s' % (group, text[-3000:]))
-            time.sleep(0.2)
-    return [pool for _, pool in pools], ports
 
 
 def servers(count: int, workers: int, timeout: float = 600) -> list[dict]:
@@ -186,23 +128,6 @@ def migrate_all(pairs, workers: int) -> float:
         time.sleep(0.1)
 
 
-def heartbeats(conductors: list[int], ports: list[int],
-               seconds: float) -> dict:
-    """What the heartbeats cost while nothing migrates, per second: the
-    requests served, the conductors' CPU and database statements."""
-    served_before = served.requests_served(ports)
-    sent_before = served.statements_sent(ports)
-    cpu_before = footprint.cpu_seconds(*conductors)
-    time.sleep(seconds)
-    requests = served.served_since(served_before, ports)
-    return {'requests': sum(requests.values()) / seconds,
-            'updates': requests.get('service_update', 0) / seconds,
-            'cpu': (footprint.cpu_seconds(*conductors) - cpu_before)
-            / seconds,
-            'statements': (served.statements_sent(ports) - sent_before)
-            / seconds}
-
-
 def spawn_more(services, binary: str, name: str, count: int,
                tmp: str) -> list[int]:
     """``count - 1`` more processes of ``binary``; their metrics ports."""
@@ -276,15 +201,15 @@ def main() -> None:
                 api_ports = [api_port] + spawn_more(
                     services, 'volmig-api', 'api', args.apis, tmp.path)
                 # Control plane alone: jobs end at once.
-                agents, agent_ports = start_agents(
+                agents, agent_ports = agent_pool.start(
                     services, hosts, args.agents_per_process, 0, tmp.path)
-                wait_for_agents(hosts)
+                agent_pool.wait_until_up(hosts)
                 conductors = [process.process.pid for name, process in
                               services.processes.items()
                               if name.startswith('conductor')]
                 ports = conductor_ports + api_ports + agent_ports
                 served.wait_until_served(ports)
-                idle = heartbeats(conductors, conductor_ports,
+                idle = served.heartbeats(conductors, conductor_ports,
                                   args.idle_seconds)
                 built = servers(args.migrations, args.concurrency)
                 pairs = destinations(built, args.concurrency)
@@ -300,6 +225,12 @@ def main() -> None:
                 engine = db_api.get_engine()
                 left_before = footprint.left(vhost.name, engine)
                 served_before = served.requests_served(ports)
+                # Each kind's servers: what its ports count, and how many.
+                servers_of = [(conductor_ports, args.conductors),
+                              (api_ports, args.apis),
+                              (agent_ports, args.agents)]
+                served_by = [served.requests_served(of)
+                             for of, _ in servers_of]
                 sent_before = served.statements_sent(ports)
                 kinds = footprint.process_kinds(services, agents)
                 kinds_before = {kind: cost() for kind, cost in kinds.items()}
@@ -314,12 +245,20 @@ def main() -> None:
                 sent = served.statements_sent(ports) - sent_before
                 left = footprint.left(vhost.name, engine)
                 bare.append(baselines.bare_calls(calls, args.concurrency))
+                # And as far apart as the migrations' requests were: an
+                # echo server for each of their servers, at its rate.
+                rates = [sum(served.served_since(before, of).values())
+                         / seconds / count
+                         for (of, count), before in zip(
+                             servers_of, served_by, strict=True)
+                         for _ in range(count)]
+                paced = baselines.bare_calls(calls, args.concurrency, rates)
                 reports = copying = 0
                 # Then each commit job copies for a while, as QEMU's do.
                 for agent in agents if not args.no_copying else ():
                     agent.stop()
                 if not args.no_copying:
-                    start_agents(services, hosts, args.agents_per_process,
+                    agent_pool.start(services, hosts, args.agents_per_process,
                                  args.job_seconds, tmp.path)
                     # The fake driver's guests died with their agents.
                     pairs = destinations(servers(args.migrations,
@@ -384,10 +323,26 @@ def main() -> None:
           'call: at most %.3f' % (1 / per_migration))
     # What this many requests and statements cost with no work in them:
     # below it, a migration needs fewer of them, not faster code.
-    floor = per_migration + sent / args.migrations * statement_cpu / bare_cpu
+    statements = sent / args.migrations * statement_cpu / bare_cpu
+    floor = per_migration + statements
     print('if each request cost a bare call and each statement a bare '
-          'statement: %.1f bare calls of CPU per migration (goal <= 12)'
-          % floor)
+          'statement: %.1f bare calls of CPU per migration (goal <= 12); '
+          'a migration costs %.2f times it'
+          % (floor, busy / args.migrations / bare_cpu / floor))
+    # Below this no service on oslo.messaging goes: the same requests,
+    # as far apart as the migrations sent them.
+    paced_cpu = paced[1] / calls
+    paced_floor = per_migration * paced_cpu / bare_cpu + statements
+    print('bare calls as far apart as the migrations\' requests (%d echo '
+          'servers, each at the rate of one of theirs: %s /s): %.1f ms of '
+          'machine CPU each, %.2f times one back to back'
+          % (len(rates), ', '.join(sorted({'%.1f' % rate for rate in rates},
+                                          key=float, reverse=True)),
+             1000 * paced_cpu, paced_cpu / bare_cpu))
+    print('if each request cost a bare call so paced and each statement a '
+          'bare statement: %.1f bare calls of CPU per migration; a '
+          'migration costs %.2f times it (goal <= 1.5)'
+          % (paced_floor, busy / args.migrations / bare_cpu / paced_floor))
     if not args.no_copying:
         print('with %.1f s commit jobs: %d migrations in %.1f s, %.1f '
               'progress reports per migration'

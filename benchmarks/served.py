@@ -1,8 +1,11 @@
 """What volmig's processes have served, read from their own /metrics."""
 
+import time
+
 from prometheus_client import parser
 import requests
 
+from benchmarks import footprint
 from benchmarks import polling
 
 
@@ -69,3 +72,20 @@ def statements_sent(ports: list[int]) -> float:
     """Database statements sent so far by the processes on ``ports``."""
     return sum(sample.value for sample in
                _samples(ports, 'volmig_db_statements_total'))
+
+
+def heartbeats(conductors: list[int], ports: list[int],
+               seconds: float) -> dict:
+    """What the heartbeats cost while nothing migrates, per second: the
+    requests served, the conductors' CPU and database statements."""
+    served_before = requests_served(ports)
+    sent_before = statements_sent(ports)
+    cpu_before = footprint.cpu_seconds(*conductors)
+    time.sleep(seconds)
+    answered = served_since(served_before, ports)
+    return {'requests': sum(answered.values()) / seconds,
+            'updates': answered.get('service_update', 0) / seconds,
+            'cpu': (footprint.cpu_seconds(*conductors) - cpu_before)
+            / seconds,
+            'statements': (statements_sent(ports) - sent_before)
+            / seconds}

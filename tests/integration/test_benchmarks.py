@@ -106,6 +106,17 @@ class BenchmarkTest(base.BaseTestCase):
         self.assertIsNotNone(floor, output)
         self.assertGreater(float(floor.group(1)),
                            float(per_migration.group(1)))
+        # The same calls as far apart as the migrations' requests: an
+        # echo server for each of the two conductors, APIs and agents.
+        paced = re.search(r'^bare calls as far apart as the migrations\' '
+                          r'requests \((\d+) echo servers, .*: %s ms of '
+                          r'machine CPU each' % NUMBER, output, re.MULTILINE)
+        self.assertIsNotNone(paced, output)
+        self.assertEqual(6, int(paced.group(1)))
+        self.assertGreater(float(paced.group(2)), 0)
+        self.assertRegex(output, r'each request cost a bare call so paced '
+                                 r'and each statement a bare statement: '
+                                 r'%s bare calls' % NUMBER)
 
     def test_drain_scale_compares_the_cost_per_volume(self):
         output = self.run_benchmark(
