@@ -227,6 +227,10 @@ def run_against_mirror(size_mb: int, pools: dict) -> None:
     under_load('mirror', lambda: conductor.swap_volume(
         admin, server['uuid'], vol['id'], new['id']), swapped)
     conductor.delete_instance(admin, server['uuid'])
+    # Swapped away, in pool-b: left there, the drains back from pool-b
+    # would move it too, half as much again as the drain from pool-a
+    # and its dd baseline.
+    volumes.delete_volume(admin, vol['id'])
     print()
     print('%d MiB volume under a steady NBD write load (64 KiB writes):'
           % size_mb)
@@ -256,9 +260,15 @@ def run_drain(pools: dict, attached: int) -> None:
     servers = [_server(conductor, admin, vol['id'])
                for vol in created[:attached]]
     # The drain moves what else the pool holds too (the mirror run's
-    # volumes): the dd baseline copies the same set.
+    # volume): the dd baseline copies the same set, which every drain
+    # moves, pool-b holding nothing else.
     created = [vol for vol in volumes.list_volumes(admin)
                if vol['pool'] == 'pool-a']
+    held = [vol['id'] for vol in volumes.list_volumes(admin)
+            if vol['pool'] == 'pool-b']
+    if held:
+        raise SystemExit('pool-b holds volumes the drains would move: %s'
+                         % ', '.join(held))
     total_mb = sum(vol['size_mb'] for vol in created)
     drop_caches()
     dd_sum = 0.0
@@ -341,6 +351,8 @@ def run(size_mb: int, compute_pid: int, pools: dict) -> None:
     print('dst matches the guest writes byte for byte: %s' % exact)
     print('compute agent RSS: idle %.1f MiB, after the migration %.1f MiB'
           % (idle_rss, rss_mib(compute_pid)))
+    operator_rpcapi.OperatorAPI().delete_instance(admin, server['uuid'])
+    volumes.delete_volume(admin, vol['id'])
 
 
 def main() -> None:
