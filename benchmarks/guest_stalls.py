@@ -3,7 +3,7 @@ legacy mirror swap, and where a stall comes from.
 
     python -m benchmarks.guest_stalls [--driver qemu libvirt] [--runs 5]
         [--size-mb 512] [--copy-io-kb N] [--max-bandwidth-mbps N]
-        [--no-pacing] [--drain N] [--plot FILE]
+        [--no-pacing] [--drain N] [--outside-seconds S] [--plot FILE]
 
 For each driver: separate volmig-conductor, volmig-api, volmig-volume and
 volmig-compute processes on a RabbitMQ vhost of their own, and one
@@ -14,7 +14,7 @@ between acknowledgements are the guest's write latency as it lives it.
 Each run measures, on the same guest, disk and load:
 
 ``outside``
-    no migration: the guest's own pace;
+    no migration: the guest's own pace, for ``--outside-seconds`` (5);
 ``overlay alone``
     the guest's writes on a migration's overlay, nothing copied (a
     ``start``, then a ``cancel``);
@@ -80,8 +80,9 @@ class Run:
     """One guest on one driver, measured window by window."""
 
     def __init__(self, driver: str, size_mb: int, pools: dict,
-                 cap_mbps: int, drain: int = 1):
+                 cap_mbps: int, drain: int = 1, outside: float = SPELL):
         self.driver = driver
+        self.outside = outside
         self.cap_mbps = cap_mbps
         self.pools = pools
         self.drain = drain
@@ -187,7 +188,7 @@ class Run:
         self.volumes.delete_volume(self.admin, old['id'])
 
     def one(self) -> None:
-        self.window('outside', lambda: time.sleep(SPELL))
+        self.window('outside', lambda: time.sleep(self.outside))
         self.window('overlay alone', self.overlay_alone)
         self.window('copy alone', self.copy_alone)
         time.sleep(1)
@@ -241,9 +242,9 @@ def pace(measured: Run, volume_log: str, plot: str | None) -> None:
 
 def run(driver: str, runs: int, size_mb: int, pools: dict,
         cap_mbps: int, volume_log: str, plot: str | None,
-        drain: int) -> None:
+        drain: int, outside: float) -> None:
     real_guest.register(CONF.qemu.image_dir, interval=0)
-    measured = Run(driver, size_mb, pools, cap_mbps, drain)
+    measured = Run(driver, size_mb, pools, cap_mbps, drain, outside)
     time.sleep(3)
     for _ in range(runs):
         measured.one()
@@ -300,6 +301,11 @@ def main() -> None:
     parser.add_argument('--drain', type=int, default=1,
                         help="Move the guest's volume in a drain of this "
                         'many volumes at once (1: alone).')
+    parser.add_argument('--outside-seconds', type=float, default=SPELL,
+                        help='How long the guest is measured with nothing '
+                        'migrating, each run: as long as the copy window, '
+                        'its longest gap is a fair yardstick for the '
+                        "copy's (default: %(default)s).")
     parser.add_argument('--plot', help="Draw the copies' pace into this "
                         'file (.svg or .png); with two drivers, each '
                         "driver's name is put before the suffix.")
@@ -315,6 +321,7 @@ def main() -> None:
                             '--max-bandwidth-mbps',
                             str(args.max_bandwidth_mbps),
                             '--drain', str(args.drain),
+                            '--outside-seconds', str(args.outside_seconds),
                             '--pacing' if args.pacing else '--no-pacing',
                             *(['--plot', '%s-%s%s' % (root, driver, suffix)]
                               if args.plot else [])],
@@ -334,7 +341,8 @@ def main() -> None:
         CONF.set_override('copy_pacing', args.pacing, 'storage')
         run(driver, args.runs, args.size_mb, pools,
             args.max_bandwidth_mbps,
-            services.processes['volume'].log_path, args.plot, args.drain)
+            services.processes['volume'].log_path, args.plot, args.drain,
+            args.outside_seconds)
 
 if __name__ == '__main__':
     main()
