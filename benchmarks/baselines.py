@@ -29,11 +29,13 @@ def bare_calls(count: int, workers: int,
     """
     ctxt = volmig_context.get_service_context()
     # (seconds after the first call, server) of each call, in order.
-    calls = sorted((number / rate, server)
-                   for server, rate in enumerate(rates or [])
-                   for number in range(math.ceil(count * rate
-                                                 / sum(rates or [1]))))
-    calls = calls[:count] or [(0.0, 0)] * count
+    if rates:
+        share = count / sum(rates)
+        calls = sorted((number / rate, server)
+                       for server, rate in enumerate(rates)
+                       for number in range(math.ceil(rate * share)))[:count]
+    else:
+        calls = [(0.0, 0)] * count
     echoes = [rpc.get_server('volmig-bench-echo', 'bench-%d' % server,
                              [rpc_start.Echo()])
               for server in range(len(rates or [0]))]

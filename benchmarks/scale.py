@@ -210,7 +210,7 @@ def main() -> None:
                 ports = conductor_ports + api_ports + agent_ports
                 served.wait_until_served(ports)
                 idle = served.heartbeats(conductors, conductor_ports,
-                                  args.idle_seconds)
+                                         args.idle_seconds)
                 built = servers(args.migrations, args.concurrency)
                 pairs = destinations(built, args.concurrency)
                 # Ten times as many bare calls as migrations, up to 2,000:
