@@ -262,10 +262,9 @@ def run_drain(pools: dict, attached: int) -> None:
     # The drain moves what else the pool holds too (the mirror run's
     # volume): the dd baseline copies the same set, which every drain
     # moves, pool-b holding nothing else.
-    created = [vol for vol in volumes.list_volumes(admin)
-               if vol['pool'] == 'pool-a']
-    held = [vol['id'] for vol in volumes.list_volumes(admin)
-            if vol['pool'] == 'pool-b']
+    listed = volumes.list_volumes(admin)
+    created = [vol for vol in listed if vol['pool'] == 'pool-a']
+    held = [vol['id'] for vol in listed if vol['pool'] == 'pool-b']
     if held:
         raise SystemExit('pool-b holds volumes the drains would move: %s'
                          % ', '.join(held))
